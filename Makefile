@@ -1,0 +1,18 @@
+# The two README commands: `make demo` (main job on the embedded default) and `make test`.
+.PHONY: demo test lint bench setup
+PY := .venv/bin/python
+
+setup:
+	@scripts/setup.sh dev
+
+demo: setup
+	$(PY) scripts/demo.py
+
+test: setup
+	$(PY) -m pytest -q
+
+lint: setup
+	$(PY) -m ruff check . && $(PY) -m ruff format --check .
+
+bench: setup
+	$(PY) scripts/bench_advantages.py

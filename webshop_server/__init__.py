@@ -1,0 +1,1 @@
+"""Self-hosted WebShop: Flask app, catalog, BM25 search, goals and reward (no Java)."""
