@@ -1,20 +1,21 @@
 """A tiny causal LM and word-level tokenizer built locally, for tests, CPU runs and benchmarks.
 
 Nothing is downloaded: the tokenizer's vocabulary comes from text the caller passes (for
-example prompts rendered from an env), and the model is a randomly initialised Qwen2 of a
-few thousand parameters. ``save_tiny_model`` writes both in the Hugging Face layout, so every
+example prompts rendered from an env), and the model is a randomly initialised LLaMA-architecture
+decoder of a few ten thousand parameters. ``save_tiny_model`` writes both in the Hugging Face layout, so every
 script loads them by path like any hub model.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from pathlib import Path
 
 import torch
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
-from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 SPECIAL_TOKENS: tuple[str, ...] = ("<pad>", "<unk>", "<|im_start|>", "<|im_end|>")
 TAG_TOKENS: tuple[str, ...] = ("<think>", "</think>", "<action>", "</action>")
@@ -73,8 +74,8 @@ def build_tiny_model(
     num_layers: int = 2,
     num_heads: int = 4,
     seed: int = 0,
-) -> Qwen2ForCausalLM:
-    """A randomly initialised Qwen2 causal LM sized for CPU tests.
+) -> LlamaForCausalLM:
+    """A randomly initialised LLaMA-architecture causal LM sized for CPU tests.
 
     Args:
         tokenizer: fixes the vocabulary size and the special token ids.
@@ -88,7 +89,7 @@ def build_tiny_model(
     """
     if hidden_size % num_heads:
         raise ValueError(f"hidden_size ({hidden_size}) must be a multiple of num_heads ({num_heads})")
-    config = Qwen2Config(
+    config = LlamaConfig(
         vocab_size=len(tokenizer),
         hidden_size=hidden_size,
         intermediate_size=2 * hidden_size,
@@ -103,17 +104,23 @@ def build_tiny_model(
     )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = Qwen2ForCausalLM(config)
+        model = LlamaForCausalLM(config)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.bos_token_id = None
     return model
 
 
-def save_tiny_model(model: Qwen2ForCausalLM, tokenizer: PreTrainedTokenizerFast, path: str | Path) -> Path:
+def save_tiny_model(model: LlamaForCausalLM, tokenizer: PreTrainedTokenizerFast, path: str | Path) -> Path:
     """Writes model and tokenizer to ``path`` so ``from_pretrained(path)`` loads them."""
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
+    # Without an explicit class, AutoTokenizer may pick the model type's own tokenizer class and
+    # rebuild a different tokenizer from the word-level vocabulary.
+    config_file = path / "tokenizer_config.json"
+    config = json.loads(config_file.read_text())
+    config["tokenizer_class"] = "PreTrainedTokenizerFast"
+    config_file.write_text(json.dumps(config, indent=2))
     return path

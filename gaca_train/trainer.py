@@ -109,6 +109,7 @@ class GACATrainer(GRPOTrainer):
         callbacks: list[Any] | None = None,
         optimizers: tuple[Any, Any] = (None, None),
         peft_config: Any = None,
+        quantization_config: Any = None,
     ) -> None:
         if not isinstance(args, GACAConfig):
             raise TypeError(f"args must be a GACAConfig, got {type(args).__name__}")
@@ -129,6 +130,7 @@ class GACATrainer(GRPOTrainer):
             callbacks=callbacks,
             optimizers=optimizers,
             peft_config=peft_config,
+            quantization_config=quantization_config,
         )
         system_prompt, template = template_for(args.env_id)
         self.prompt_builder = PromptBuilder(
