@@ -9,6 +9,7 @@ imported only when ``gym.make`` builds it.
 | ``GACA-ALFWorld-v0``      | ``gaca_envs.alfworld.env:ALFWorldEnv``        | ``alfworld`` |
 | ``GACA-WebShop-v0``       | ``gaca_envs.webshop.env:WebShopEnv``          | ``webshop`` |
 | ``GACA-WebShop-Browser-v0`` | ``gaca_envs.webshop.browser:WebShopBrowserEnv`` | ``webshop,browser`` |
+| ``GACA-CriticalChain-v0`` | ``gaca_envs.criticalchain.env:CriticalChainEnv`` | (core)      |
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ ENV_SPECS: dict[str, str] = {
     "GACA-ALFWorld-v0": "gaca_envs.alfworld.env:ALFWorldEnv",
     "GACA-WebShop-v0": "gaca_envs.webshop.env:WebShopEnv",
     "GACA-WebShop-Browser-v0": "gaca_envs.webshop.browser:WebShopBrowserEnv",
+    "GACA-CriticalChain-v0": "gaca_envs.criticalchain.env:CriticalChainEnv",
 }
 
 

@@ -1,0 +1,269 @@
+"""GACA-CriticalChain-v0: a long-horizon text env built to test credit assignment."""
+
+from __future__ import annotations
+
+import string
+from typing import Any
+
+import gymnasium as gym
+from gymnasium import spaces
+
+from gaca_envs.anchors import anchor_digest
+from gaca_envs.criticalchain.tasks import DISTRACTORS, SPLITS, ChainTask, make_task, parse_task_id
+
+NOTHING_HAPPENS = "Nothing happens."
+_CHARSET = frozenset(string.printable)
+
+
+def _normalise(action: str) -> str:
+    return " ".join(action.strip().lower().split())
+
+
+class CriticalChainEnv(gym.Env[str, str]):
+    """Walk a chain of stages; a few forks decide the outcome, which shows only at the end.
+
+    **Task.** Deliver a parcel along ``horizon`` stages to a goal. Most stages are routine: the
+    admissible actions are two phrasings of "move on" (both lead to the same next state) plus
+    ``num_distractors`` valid actions that change nothing (the state recurs, as loops do in
+    ALFWorld). ``num_branches`` stages are forks with ``branch_width`` roads; the road taken is
+    not shown in later observations, and only the goal stage reveals whether every fork was
+    taken right. With ``hint=True`` the task text names the right signs in order, so a policy
+    can learn the rule rather than memorise each task.
+
+    **Observation.** Text: the current stage, place and what is in sight (``Text`` space).
+
+    **Actions.** Text. Anything that is not one of ``info["admissible_actions"]`` (case and
+    spacing ignored) is a step that answers ``"Nothing happens."`` with
+    ``info["action_valid"] = False``. With probability ``noise`` a "move on" action slips and
+    the agent stays where it is.
+
+    **Reward.** ``reward_on_success`` on the step that reaches the goal with every fork right,
+    else 0. ``info["score"]`` is 1.0 when won, else 0.0.
+
+    **Episode end.** Terminated on reaching the goal (won or not); truncated after ``max_steps``
+    steps (default ``2 * horizon``).
+
+    **Anchor key.** Digest of the true state: task id, stage, and the roads taken so far (which
+    the observation hides, so ``anchor_text`` merges states that ``anchor_key`` keeps apart).
+
+    **Tasks.** ``"<split>-<index>"`` with split in ``train``/``valid``/``test`` and index below
+    ``num_tasks``; see :meth:`task_ids`. ``reset(options={"task_id": ...})`` picks one, otherwise
+    a task of ``split`` is drawn with the env's seeded generator.
+
+    **Version history.** v0: first version.
+    """
+
+    metadata = {"render_modes": ["ansi"], "render_fps": 1}
+
+    def __init__(
+        self,
+        horizon: int = 10,
+        num_branches: int = 2,
+        branch_width: int = 2,
+        num_distractors: int = 2,
+        noise: float = 0.0,
+        max_steps: int | None = None,
+        reward_on_success: float = 10.0,
+        hint: bool = True,
+        num_tasks: int = 1000,
+        split: str = "train",
+        task_seed: int = 0,
+        expert: bool = False,
+        render_mode: str | None = None,
+    ) -> None:
+        """Creates the env; see the class docstring for the meaning of each parameter.
+
+        Raises:
+            ValueError: if a parameter is out of range (the message names it and the fix).
+        """
+        _validate(
+            horizon, num_branches, branch_width, num_distractors, noise, max_steps, num_tasks, split, render_mode
+        )
+        self.horizon = horizon
+        self.num_branches = num_branches
+        self.branch_width = branch_width
+        self.num_distractors = num_distractors
+        self.noise = float(noise)
+        self.max_steps = 2 * horizon if max_steps is None else max_steps
+        self.reward_on_success = float(reward_on_success)
+        self.hint = hint
+        self.num_tasks = num_tasks
+        self.split = split
+        self.task_seed = task_seed
+        self.expert = expert
+        self.render_mode = render_mode
+        self.observation_space = spaces.Text(max_length=4096, charset=_CHARSET)
+        self.action_space = spaces.Text(max_length=256, charset=_CHARSET)
+        self._task: ChainTask | None = None
+        self._stage = 0
+        self._roads: list[str] = []
+        self._steps = 0
+        self._done = True
+        self._observation = ""
+        self._actions: dict[str, tuple[str, str]] = {}
+
+    def task_ids(self, split: str = "train") -> list[str]:
+        """The task ids of a split, ``["<split>-0", ..., "<split>-<num_tasks - 1>"]``."""
+        if split not in SPLITS:
+            raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+        return [f"{split}-{i}" for i in range(self.num_tasks)]
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        """Starts an episode on ``options["task_id"]`` or on a task drawn from ``split``."""
+        super().reset(seed=seed)
+        task_id = (options or {}).get("task_id")
+        if task_id is None:
+            task_id = f"{self.split}-{int(self.np_random.integers(self.num_tasks))}"
+        elif not isinstance(task_id, str):
+            raise TypeError(f"options['task_id'] must be a str like 'train-0', got {type(task_id).__name__}")
+        _, index = parse_task_id(task_id)
+        if index >= self.num_tasks:
+            raise ValueError(f"task index {index} of {task_id!r} is out of range: num_tasks={self.num_tasks}")
+        self._task = make_task(
+            task_id,
+            seed=self.task_seed,
+            horizon=self.horizon,
+            num_branches=self.num_branches,
+            branch_width=self.branch_width,
+        )
+        self._stage, self._roads, self._steps, self._done = 0, [], 0, False
+        self._observation = f"{self._task_text()}\n{self._describe()}"
+        return self._observation, self._info(action_valid=True, won=False)
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """Takes one action; invalid text is a step that answers ``"Nothing happens."``.
+
+        Raises:
+            TypeError: if ``action`` is not a str.
+            RuntimeError: if called before ``reset`` or after the episode ended.
+        """
+        if not isinstance(action, str):
+            raise TypeError(f"action must be a str, got {type(action).__name__}; pass one of the admissible actions")
+        if self._task is None or self._done:
+            raise RuntimeError("step() called on a finished or never-started episode; call reset() first")
+        self._steps += 1
+        kind_target = self._actions.get(_normalise(action))
+        valid = kind_target is not None
+        reward, terminated, won = 0.0, False, False
+        if not valid:
+            self._observation = NOTHING_HAPPENS
+        else:
+            kind, target = kind_target
+            if kind == "stay":
+                self._observation = f"You {target}. Nothing changes.\n{self._describe()}"
+            elif kind == "move" and self.noise > 0 and self.np_random.random() < self.noise:
+                self._observation = f"You stumble on the way and are still at the {self._place()}.\n{self._describe()}"
+            else:
+                if kind == "fork":
+                    self._roads.append(target)
+                self._stage += 1
+                if self._stage == self.horizon:
+                    terminated = True
+                    won = tuple(self._roads) == self._task.correct_signs
+                    reward = self.reward_on_success if won else 0.0
+                self._observation = self._describe(won=won)
+        truncated = not terminated and self._steps >= self.max_steps
+        self._done = terminated or truncated
+        return self._observation, reward, terminated, truncated, self._info(action_valid=valid, won=won)
+
+    def render(self) -> str | None:
+        """Returns the current observation text in ``"ansi"`` mode."""
+        return self._observation if self.render_mode == "ansi" else None
+
+    def _place(self) -> str:
+        return self._task.places[self._stage]
+
+    def _task_text(self) -> str:
+        task = self._task
+        text = f"Deliver the parcel from the {task.places[0]} to the {task.places[-1]}."
+        if self.hint and task.correct_signs:
+            text += " At the forks, follow the signs " + ", then ".join(task.correct_signs) + "."
+        return text
+
+    def _describe(self, won: bool = False) -> str:
+        """Text of the current state; also refreshes the admissible action table."""
+        task, stage = self._task, self._stage
+        self._actions = {}
+        if stage == self.horizon:
+            if won:
+                return f"You reach the {task.places[-1]} and hand over the parcel. Delivered!"
+            return f"You reach a {task.places[-1]}, but it is the wrong one: a turn was missed. The parcel is lost."
+        head = f"Stage {stage + 1} of {self.horizon}: you are at the {self._place()}."
+        if stage in task.fork_stages:
+            signs = task.fork_signs[task.fork_stages.index(stage)]
+            for sign in signs:
+                self._actions[f"take the {sign} road"] = ("fork", sign)
+            text = f"{head} The road forks. Signs point to: {', '.join(signs)}."
+        else:
+            nxt = task.places[stage + 1]
+            self._actions[f"walk to the {nxt}"] = ("move", nxt)
+            self._actions[f"go to the {nxt}"] = ("move", nxt)
+            text = f"{head} The road goes on to the {nxt}."
+        for k in range(self.num_distractors):
+            distractor = DISTRACTORS[(stage + k) % len(DISTRACTORS)]
+            self._actions[distractor] = ("stay", distractor)
+        return text
+
+    def _expert_action(self) -> str | None:
+        task, stage = self._task, self._stage
+        if stage == self.horizon:
+            return None
+        if stage in task.fork_stages:
+            return f"take the {task.correct_signs[task.fork_stages.index(stage)]} road"
+        return f"walk to the {task.places[stage + 1]}"
+
+    def _info(self, *, action_valid: bool, won: bool) -> dict[str, Any]:
+        task = self._task
+        state = [task.task_id, f"stage={self._stage}", "roads=" + ",".join(self._roads)]
+        info: dict[str, Any] = {
+            "task": self._task_text(),
+            "task_id": task.task_id,
+            "admissible_actions": sorted(self._actions),
+            "anchor_key": anchor_digest("criticalchain", state),
+            "anchor_text": self._observation,
+            "action_valid": action_valid,
+            "won": won,
+            "score": 1.0 if won else 0.0,
+            "stage": self._stage,
+            "fork": self._stage in task.fork_stages,
+        }
+        if self.expert:
+            info["expert_action"] = self._expert_action()
+        return info
+
+
+def _validate(
+    horizon: int,
+    num_branches: int,
+    branch_width: int,
+    num_distractors: int,
+    noise: float,
+    max_steps: int | None,
+    num_tasks: int,
+    split: str,
+    render_mode: str | None,
+) -> None:
+    checks = [
+        (horizon >= 2, f"horizon must be >= 2, got {horizon}"),
+        (
+            0 <= num_branches <= horizon - 1,
+            f"num_branches must be in [0, horizon - 1] = [0, {horizon - 1}] (stage 1 is never a fork), "
+            f"got {num_branches}",
+        ),
+        (2 <= branch_width <= 10, f"branch_width must be in [2, 10], got {branch_width}"),
+        (
+            0 <= num_distractors <= len(DISTRACTORS),
+            f"num_distractors must be in [0, {len(DISTRACTORS)}], got {num_distractors}",
+        ),
+        (0.0 <= noise < 1.0, f"noise must be in [0, 1), got {noise}"),
+        (max_steps is None or max_steps >= 1, f"max_steps must be >= 1 or None, got {max_steps}"),
+        (num_tasks >= 1, f"num_tasks must be >= 1, got {num_tasks}"),
+        (split in SPLITS, f"split must be one of {SPLITS}, got {split!r}"),
+        (render_mode in (None, "ansi"), f"render_mode must be None or 'ansi', got {render_mode!r}"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise ValueError(message)
+
+
+__all__ = ["NOTHING_HAPPENS", "CriticalChainEnv"]
