@@ -1,0 +1,179 @@
+"""A tabular softmax policy and a policy-gradient loop, for CPU studies of the estimators.
+
+The policy scores each admissible action a in observation o with one parameter,
+pi(a | o) proportional to exp(theta[h(o, a)]), where h is a stable hash into a table. The
+negative log-likelihood of the chosen action, -log pi(a | o), is recorded at rollout and plays
+the role of the LLM response's NLL in GACA. Training is on-policy REINFORCE: for every step row
+k with advantage A_k, theta moves by lr * A_k * grad log pi(a_k | o_k); the advantages come
+from :func:`gaca_train.advantages.compute_advantages`, so every estimator sees the same rows.
+
+This is the small-network set-up of the credit-assignment study (``scripts/compare_estimators.py``):
+fast enough for many seeds on two cores, and with nothing but the advantage differing between
+estimators.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+from gaca_train.advantages import EstimatorConfig, StepRows, anchor_ids, compute_advantages
+
+__all__ = ["StudyConfig", "TabularSoftmaxPolicy", "evaluate_greedy", "train_tabular"]
+
+
+def _slot(observation: str, action: str, size: int) -> int:
+    digest = hashlib.blake2b(f"{observation}\x00{action}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") % size
+
+
+class TabularSoftmaxPolicy:
+    """pi(a | o) proportional to exp(theta[h(o, a)]) over the admissible actions.
+
+    Args:
+        size: number of table entries (hash collisions are rare below ~size / 100 pairs).
+    """
+
+    def __init__(self, size: int = 1 << 20) -> None:
+        self.size = size
+        self.theta = np.zeros(size, dtype=np.float64)
+
+    def distribution(self, observation: str, actions: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Table slots [A] and probabilities [A] of the actions in this observation."""
+        slots = np.fromiter((_slot(observation, a, self.size) for a in actions), dtype=np.int64, count=len(actions))
+        logits = self.theta[slots]
+        p = np.exp(logits - logits.max())
+        return slots, p / p.sum()
+
+
+@dataclass
+class StudyConfig:
+    """One training run of the tabular study.
+
+    Attributes mirror the GiGPO reference settings where they apply (N rollouts per task,
+    tasks per iteration, gamma via ``estimator_options``); ``lr`` is for plain SGD on theta.
+    """
+
+    env_id: str = "GACA-CriticalChain-v0"
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    estimator: str = "gaca"
+    estimator_options: dict[str, Any] = field(default_factory=dict)
+    task_pool: int = 32
+    tasks_per_iteration: int = 8
+    rollouts_per_task: int = 8
+    iterations: int = 60
+    lr: float = 0.1
+    eval_every: int = 5
+    seed: int = 0
+
+
+@dataclass
+class _Step:
+    group: int
+    traj: int
+    step: int
+    anchor_key: str
+    reward: float
+    nll: float
+    slots: np.ndarray
+    probs: np.ndarray
+    chosen: int
+
+
+def _rollout(envs: list[gym.Env], task_ids: list[str], policy: TabularSoftmaxPolicy, rng, first_traj: int):
+    """Plays one episode per env (env i on task_ids[i // N]); returns step records and outcomes."""
+    n_per_task = len(envs) // len(task_ids)
+    steps: list[_Step] = []
+    obs, infos, live = [], [], []
+    for i, env in enumerate(envs):
+        o, info = env.reset(seed=int(rng.integers(2**31)), options={"task_id": task_ids[i // n_per_task]})
+        obs.append(o)
+        infos.append(info)
+        live.append(True)
+    t = 0
+    won = [False] * len(envs)
+    while any(live):
+        for i, env in enumerate(envs):
+            if not live[i]:
+                continue
+            actions = infos[i]["admissible_actions"]
+            slots, probs = policy.distribution(obs[i], actions)
+            chosen = int(rng.choice(len(actions), p=probs))
+            anchor_key = infos[i]["anchor_key"]
+            obs[i], reward, terminated, truncated, infos[i] = env.step(actions[chosen])
+            steps.append(
+                _Step(i // n_per_task, first_traj + i, t, anchor_key, float(reward), -float(np.log(probs[chosen])),
+                      slots, probs, chosen)
+            )  # fmt: skip
+            if terminated or truncated:
+                live[i] = False
+                won[i] = bool(infos[i]["won"])
+        t += 1
+    return steps, won
+
+
+def _policy_gradient(policy: TabularSoftmaxPolicy, steps: list[_Step], advantage: np.ndarray, lr: float) -> None:
+    """theta += lr * sum_k A_k grad log pi(a_k | o_k); grad is 1[a = a_k] - pi(a) on the slots."""
+    slots = np.concatenate([s.slots for s in steps])
+    onehot = np.concatenate([np.eye(len(s.probs))[s.chosen] for s in steps])
+    probs = np.concatenate([s.probs for s in steps])
+    weight = np.repeat(advantage, [len(s.probs) for s in steps])
+    np.add.at(policy.theta, slots, lr * weight * (onehot - probs))
+
+
+def evaluate_greedy(policy: TabularSoftmaxPolicy, env: gym.Env, task_ids: list[str]) -> float:
+    """Success rate of the greedy policy, one episode per task."""
+    wins = 0
+    for task_id in task_ids:
+        o, info = env.reset(seed=0, options={"task_id": task_id})
+        done = False
+        while not done:
+            actions = info["admissible_actions"]
+            _, probs = policy.distribution(o, actions)
+            o, _, terminated, truncated, info = env.step(actions[int(np.argmax(probs))])
+            done = terminated or truncated
+        wins += bool(info["won"])
+    return wins / len(task_ids)
+
+
+def train_tabular(cfg: StudyConfig) -> dict[str, list[float]]:
+    """Trains a tabular policy with one estimator; returns the learning curves.
+
+    Returns:
+        ``episodes`` (cumulative training episodes at each evaluation), ``eval_success``
+        (greedy success on the task pool), ``train_success`` (rollout success per iteration)
+        and ``lambda_mean`` / ``step_signal_share`` per iteration.
+    """
+    rng = np.random.default_rng(cfg.seed)
+    options = EstimatorConfig(**cfg.estimator_options)
+    pool = [f"train-{i}" for i in range(cfg.task_pool)]
+    n_envs = cfg.tasks_per_iteration * cfg.rollouts_per_task
+    envs = [gym.make(cfg.env_id, **cfg.env_kwargs).unwrapped for _ in range(n_envs)]
+    eval_env = gym.make(cfg.env_id, **cfg.env_kwargs).unwrapped
+    policy = TabularSoftmaxPolicy()
+    curves: dict[str, list[float]] = {k: [] for k in ("episodes", "eval_success", "train_success", "lambda_mean",
+                                                      "step_signal_share")}  # fmt: skip
+    curves["episodes"].append(0)
+    curves["eval_success"].append(evaluate_greedy(policy, eval_env, pool))
+    for it in range(cfg.iterations):
+        task_ids = [str(t) for t in rng.choice(pool, size=cfg.tasks_per_iteration, replace=False)]
+        steps, won = _rollout(envs, task_ids, policy, rng, first_traj=it * n_envs)
+        rows = StepRows(
+            group=[s.group for s in steps], traj=[s.traj for s in steps], step=[s.step for s in steps],
+            anchor=anchor_ids(s.anchor_key for s in steps), reward=torch.tensor([s.reward for s in steps],
+            dtype=torch.float64), nll=[s.nll for s in steps], valid=[True] * len(steps),
+        )  # fmt: skip
+        out = compute_advantages(rows, cfg.estimator, config=options)
+        _policy_gradient(policy, steps, out.advantage.numpy(), cfg.lr)
+        curves["train_success"].append(float(np.mean(won)))
+        curves["lambda_mean"].append(out.metrics.get("advantage/lambda_mean", float("nan")))
+        curves["step_signal_share"].append(out.metrics["advantage/step_signal_share"])
+        if (it + 1) % cfg.eval_every == 0 or it + 1 == cfg.iterations:
+            curves["episodes"].append((it + 1) * n_envs)
+            curves["eval_success"].append(evaluate_greedy(policy, eval_env, pool))
+    return curves

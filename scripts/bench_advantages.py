@@ -1,0 +1,107 @@
+"""Benchmark: vectorised estimators vs the loop reference on an ALFWorld-sized batch.
+
+The batch is 128 groups x 8 trajectories x 50 steps (51,200 rows). Anchors repeat as in real
+rollouts: every trajectory of a group starts in the same state, and at each step a trajectory
+stays on the group's "routine" path with probability 0.6 (a state all its siblings share at
+that step) or moves to one of 40 other states of its task (so states recur across rollouts and,
+in loops, within one).
+
+Usage:
+    python scripts/bench_advantages.py [--groups 128 --trajs 8 --steps 50 --repeats 30 --threads 1]
+
+Prints a Markdown table of median times; the figures in docs/BENCHMARKS.md come from it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+
+import torch
+
+from gaca_train.advantages import ESTIMATORS, StepRows, compute_advantages
+from gaca_train.reference import reference_advantages
+
+
+def make_batch(groups: int, trajs: int, steps: int, seed: int = 0) -> StepRows:
+    """A synthetic batch with realistic anchor repetition (see the module docstring)."""
+    g = torch.Generator().manual_seed(seed)
+    n_traj = groups * trajs
+    group = torch.arange(n_traj).repeat_interleave(steps) // trajs
+    traj = torch.arange(n_traj).repeat_interleave(steps)
+    step = torch.arange(steps).repeat(n_traj)
+    routine = torch.rand(n_traj * steps, generator=g) < 0.6
+    off_path = torch.randint(0, 40, (n_traj * steps,), generator=g)
+    local_state = torch.where(routine, step, steps + off_path)
+    local_state[step == 0] = 0  # every rollout of a task starts in the same state
+    anchor = group * 1_000_003 + local_state
+    success = torch.rand(n_traj, generator=g) < 0.5
+    reward = torch.zeros(n_traj * steps)
+    reward[steps - 1 :: steps] = success.float() * 10.0
+    nll = torch.empty(n_traj * steps).exponential_(1.0, generator=g)
+    valid = torch.rand(n_traj * steps, generator=g) < 0.95
+    return StepRows(group=group, traj=traj, step=step, anchor=anchor, reward=reward, nll=nll, valid=valid)
+
+
+def median_seconds(fn, repeats: int) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--groups", type=int, default=128)
+    parser.add_argument("--trajs", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=50)
+    parser.add_argument("--repeats", type=int, default=30, help="timed calls of each vectorised estimator")
+    parser.add_argument("--reference-repeats", type=int, default=3, help="timed calls of the loop reference")
+    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (1 = one core)")
+    parser.add_argument("--json", help="also write the figures to this JSON file")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+
+    build = time.perf_counter()
+    rows = make_batch(args.groups, args.trajs, args.steps)
+    build = time.perf_counter() - build
+    raw = {name: getattr(rows, name) for name in ("group", "traj", "step", "anchor", "reward", "nll", "valid")}
+    validate = median_seconds(lambda: StepRows(**raw), args.repeats)
+
+    results = {}
+    for estimator in ESTIMATORS:
+        results[estimator] = median_seconds(lambda e=estimator: compute_advantages(rows, e), args.repeats)
+    with_metrics = median_seconds(lambda: compute_advantages(rows, "gaca").metrics, args.repeats)
+    reference = median_seconds(lambda: reference_advantages(rows, "gaca"), args.reference_repeats)
+
+    out = compute_advantages(rows, "gaca")
+    print(f"# Advantage estimators: {len(rows):,} rows ({args.groups} groups x {args.trajs} x {args.steps} steps)")
+    print(f"torch {torch.__version__}, {args.threads} thread(s), {platform.processor() or platform.machine()}")
+    print(f"rows with step signal: {out.metrics['advantage/step_signal_share']:.1%}, "
+          f"mean anchor-group size {out.metrics['anchor/group_size_mean']:.2f}")  # fmt: skip
+    print()
+    print("| what | median ms |")
+    print("|---|---|")
+    for estimator, seconds in results.items():
+        print(f"| `compute_advantages(rows, {estimator!r})` | {seconds * 1e3:.2f} |")
+    print(f"| GACA + `.metrics` | {with_metrics * 1e3:.2f} |")
+    print(f"| `StepRows(...)` validation | {validate * 1e3:.2f} |")
+    print(f"| loop reference, GACA | {reference * 1e3:.0f} |")
+    print()
+    print(f"speed-up of vectorised GACA over the reference: {reference / results['gaca']:.0f}x")
+    print(f"(batch built in {build:.2f} s)")
+    if args.json:
+        with open(args.json, "w") as f:
+            figures = {f"{e}_ms": s * 1e3 for e, s in results.items()}
+            figures.update(reference_ms=reference * 1e3, validate_ms=validate * 1e3, rows=len(rows))
+            json.dump(figures, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()
