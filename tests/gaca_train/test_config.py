@@ -3,10 +3,10 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from tiny_setup import tiny_config
 
 from gaca_train.advantages import ESTIMATORS, EstimatorConfig
 from gaca_train.config import ESTIMATOR_FIELDS, GACAConfig
+from tests.gaca_train.tiny_setup import tiny_config
 
 
 def test_mirrors_every_estimator_option_with_the_same_default():

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import torch
-from tiny_setup import ENV_KWARGS, tiny_model_and_tokenizer
 from transformers import GenerationConfig
 
 from gaca_train.advantages import anchor_ids
@@ -14,6 +13,7 @@ from gaca_train.rollout import (
 )
 from gaca_train.trainer import token_advantages
 from gaca_train.vector import RolloutPool
+from tests.gaca_train.tiny_setup import ENV_KWARGS, tiny_model_and_tokenizer
 
 
 def test_parse_response_accepts_only_think_then_action():

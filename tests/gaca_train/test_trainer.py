@@ -2,11 +2,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from tiny_setup import tiny_config, tiny_model_and_tokenizer, warm_started_model_and_tokenizer
 from transformers import TrainerCallback
 
 from gaca_train.advantages import compute_advantages
 from gaca_train.trainer import GACATrainer, env_reward, resolve_task_ids, tasks_dataset
+from tests.gaca_train.tiny_setup import tiny_config, tiny_model_and_tokenizer, warm_started_model_and_tokenizer
 
 
 def _snapshot(model):
