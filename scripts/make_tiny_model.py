@@ -25,9 +25,20 @@ from gaca_train.tiny import build_tiny_model, build_tokenizer, save_tiny_model
 
 
 def expert_steps(
-    env_id: str, env_kwargs: dict[str, Any], task_ids: list[str], history_length: int, max_steps: int, seed: int
+    env_id: str,
+    env_kwargs: dict[str, Any],
+    task_ids: list[str],
+    history_length: int,
+    max_steps: int,
+    seed: int,
+    fork_noise: float = 0.0,
 ) -> list[tuple[list[dict[str, str]], str]]:
-    """(chat messages, response) per step of expert episodes; random admissible actions if no expert."""
+    """(chat messages, response) per step of expert episodes; random admissible actions if no expert.
+
+    With ``fork_noise`` p, at states the env marks ``info["fork"]`` the demonstrated action is a random
+    admissible one with probability p: the warm-started policy then walks well but guesses at forks,
+    which leaves RL a credit-assignment problem to solve.
+    """
     system, template = template_for(env_id)
     builder = PromptBuilder(system, template, history_length, max_steps)
     env = gym.make(env_id, **{**env_kwargs, "expert": True})
@@ -38,6 +49,8 @@ def expert_steps(
         history: list[tuple[str, str]] = []
         for step in range(max_steps):
             action = info.get("expert_action") or rng.choice(info["admissible_actions"])
+            if info.get("fork") and rng.random() < fork_noise:
+                action = rng.choice([a for a in info["admissible_actions"] if a.startswith("take")] or [action])
             messages = builder.messages(info["task"], step, obs, info["admissible_actions"], history)
             pairs.append((messages, f"<think> </think> <action> {action} </action>"))
             history.append((obs, action))
@@ -87,6 +100,7 @@ def main() -> None:
     parser.add_argument("--num-layers", type=int, default=2)
     parser.add_argument("--sft-steps", type=int, default=0, help="supervised warm-start steps (0: none)")
     parser.add_argument("--sft-lr", type=float, default=3e-3)
+    parser.add_argument("--fork-noise", type=float, default=0.0, help="random demonstrations at forks (0-1)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--cpu", action="store_true", help="force CPU for the warm start")
     args = parser.parse_args()
@@ -95,7 +109,9 @@ def main() -> None:
     probe = gym.make(args.env, **env_kwargs)
     task_ids = list(probe.unwrapped.task_ids(args.split))[: args.num_tasks]
     probe.close()
-    pairs = expert_steps(args.env, env_kwargs, task_ids, args.history_length, args.max_steps, args.seed)
+    pairs = expert_steps(
+        args.env, env_kwargs, task_ids, args.history_length, args.max_steps, args.seed, args.fork_noise
+    )
     corpus = [m["content"] for messages, _ in pairs for m in messages] + [r for _, r in pairs]
     corpus += [" ".join(t) for t in TEMPLATES.values()]
     tokenizer = build_tokenizer(corpus)
