@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections import defaultdict, deque
 from contextlib import contextmanager, nullcontext
 from typing import Any
 
@@ -142,6 +143,12 @@ class GACATrainer(GRPOTrainer):
         )
         self._pools: dict[int, RolloutPool] = {}
         self.last_rollout: RolloutResult | None = None
+        # TRL sizes its completion tables to one row per episode; here an iteration has up to
+        # max_env_steps rows per episode, and the tables keep the latest iteration's rows.
+        most_rows = args.generation_batch_size * args.max_env_steps
+        for key in ("prompt", "completion", "advantages"):
+            self._logs[key] = deque(maxlen=most_rows)
+        self._logs["rewards"] = defaultdict(lambda: deque(maxlen=most_rows))
 
     def train(self, *args: Any, **kwargs: Any) -> Any:
         """``GRPOTrainer.train``, then closes the env pools."""
@@ -190,7 +197,17 @@ class GACATrainer(GRPOTrainer):
         metrics.update({"time/rollout": rollout_time, "time/advantage": advantage_time})
         metrics["time/batch"] = time.perf_counter() - tic
         self._record_metrics(metrics, mode)
+        if self.log_completions:
+            self._log_rows(result, advantages.advantage)
         return output
+
+    def _log_rows(self, result: RolloutResult, advantage: torch.Tensor) -> None:
+        """Feeds TRL's completion tables (``log_completions``): one entry per step row of this rank."""
+        for step, value in zip(result.steps, advantage.tolist(), strict=True):
+            self._logs["prompt"].append(self.processing_class.decode(step.prompt_ids, skip_special_tokens=True))
+            self._logs["completion"].append(step.response)
+            self._logs["rewards"]["env_reward"].append(step.reward)
+            self._logs["advantages"].append(value)
 
     def _rollout(self, task_ids: list[str], mode: str) -> RolloutResult:
         pool = self._pool(len(task_ids))

@@ -77,6 +77,21 @@ def test_rows_become_advantages_then_per_token_tensors_with_equal_padding(tmp_pa
     trainer.close_envs()
 
 
+def test_completion_tables_get_one_entry_per_step(tmp_path):
+    model, tokenizer = tiny_model_and_tokenizer()
+    args = tiny_config(tmp_path, log_completions=True, num_completions_to_print=2)
+    trainer = GACATrainer(model=model, args=args, processing_class=tokenizer)
+    trainer.train()
+    table = sorted((tmp_path / "out" / "completions").glob("*.parquet"))
+    assert len(table) == 1
+    import pandas as pd
+
+    frame = pd.read_parquet(table[0])
+    assert len(frame) == len(trainer.last_rollout.steps) == 16
+    assert list(frame["completion"]) == [s.response for s in trainer.last_rollout.steps]
+    assert set(frame.columns) >= {"prompt", "completion", "env_reward", "advantage"}
+
+
 def test_kl_to_a_reference_model_loaded_from_a_path(tmp_path):
     model, tokenizer = tiny_model_and_tokenizer()
     path = tmp_path / "tiny"
