@@ -28,6 +28,7 @@ Versions: v0 (this) is the first.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -35,7 +36,7 @@ from gymnasium import spaces
 
 from gaca_envs.anchors import anchor_digest
 from gaca_envs.webshop.backends import HttpBackend, InProcessBackend, WebShopServerError
-from gaca_envs.webshop.pages import Page, parse_page
+from gaca_envs.webshop.pages import Clickable, Page, parse_page
 
 OBSERVATION_MODES = ("text", "text_rich", "html")
 SPLITS = ("train", "eval", "test", "all")
@@ -44,6 +45,18 @@ QUERY = re.compile(r"[ -~]{1,256}")  # printable ASCII
 QUERY_FORBIDDEN = re.compile(r"[<>\[\]{}]")
 TASK_ID = re.compile(r"(?:fixed_)?(\d{1,9})")
 SEARCH_PLACEHOLDER = "search[<query>]"
+
+
+@dataclass(frozen=True)
+class Move:
+    """What an accepted action does: ``verb`` (open/search/click) on ``target``, as a request."""
+
+    verb: str
+    target: str
+    method: str
+    url: str
+    form: dict | None = None
+    clickable: Clickable | None = None
 
 
 class UnicodeText(spaces.Text):
@@ -134,14 +147,7 @@ class WebShopEnv(gym.Env):
         self.reward_on_success = reward_on_success
         self.session_prefix = session_prefix
         self.render_mode = render_mode
-        if server_url is not None:
-            self.backend: Any = HttpBackend(server_url, request_timeout_s, reconnect_s)
-        else:
-            if app is None:
-                from webshop_server import create_app
-
-                app = create_app(shop_config)
-            self.backend = InProcessBackend(app)
+        self.backend = self._make_backend(server_url, app, shop_config, request_timeout_s, reconnect_s)
         shop_info = self.backend.info()
         self.n_goals = int(shop_info["n_goals"])
         start, stop = shop_info["splits"][split]
@@ -155,6 +161,18 @@ class WebShopEnv(gym.Env):
         self._steps = 0
         self._done = True
         self._visited: set[str] = set()
+
+    def _make_backend(
+        self, server_url: str | None, app: Any, shop_config: Any, timeout_s: float, reconnect_s: float
+    ) -> Any:
+        """The backend pages come from: HTTP to ``server_url``, else the app in-process."""
+        if server_url is not None:
+            return HttpBackend(server_url, timeout_s, reconnect_s)
+        if app is None:
+            from webshop_server import create_app
+
+            app = create_app(shop_config)
+        return InProcessBackend(app)
 
     # ------------------------------------------------------------------ gym API
 
@@ -172,7 +190,7 @@ class WebShopEnv(gym.Env):
         else:
             goal = self._goal_index(task_id)
         session_id = f"{self.session_prefix}fixed_{goal}"
-        path, html = self.backend.request("GET", f"/{session_id}")
+        path, html = self._fetch(Move("open", session_id, "GET", f"/{session_id}"))
         page = parse_page(html, path)
         if page.instruction is None:
             raise WebShopServerError(
@@ -210,9 +228,9 @@ class WebShopEnv(gym.Env):
         if self._done or self._page is None:
             raise RuntimeError("step() called after the episode ended; call reset() first")
         self._steps += 1
-        request = self._resolve(action)
-        if request is not None:
-            self._navigate(*request)
+        move = self._resolve(action)
+        if move is not None:
+            self._navigate(move)
         page = self._page
         terminated = page.kind == "done"
         score = float(page.reward) if terminated and page.reward is not None else 0.0
@@ -220,13 +238,13 @@ class WebShopEnv(gym.Env):
         truncated = not terminated and self._steps >= self.max_steps
         self._done = terminated or truncated
         reward = self.reward_on_success if won else 0.0
-        info = self._info(action_valid=request is not None, score=score, won=won)
+        info = self._info(action_valid=move is not None, score=score, won=won)
         if terminated and page.reward_info is not None:
             info["score_breakdown"] = page.reward_info
         return self._observation(), reward, terminated, truncated, info
 
-    def _resolve(self, action: str) -> tuple[str, str, dict | None] | None:
-        """``(method, url, form)`` for a well-formed, admissible action; ``None`` otherwise."""
+    def _resolve(self, action: str) -> Move | None:
+        """What a well-formed, admissible action does; ``None`` for any other action."""
         if len(action) > 4096:
             return None
         m = ACTION.fullmatch(action.strip())
@@ -238,17 +256,21 @@ class WebShopEnv(gym.Env):
             query = arg.strip()
             if page.search_url is None or not QUERY.fullmatch(query) or QUERY_FORBIDDEN.search(query):
                 return None
-            return "POST", page.search_url, {"search_query": query}
+            return Move("search", query, "POST", page.search_url, {"search_query": query})
         key = arg.strip().lower() if arg.strip().lower() in page.clickables else arg.strip()
         clickable = page.clickables.get(key)
         if clickable is None or key == "search":
             return None
         if clickable.kind == "link":
             self._visited.add(key.upper())
-        return clickable.method, clickable.url, None
+        return Move("click", key, clickable.method, clickable.url, None, clickable)
 
-    def _navigate(self, method: str, url: str, form: dict | None) -> None:
-        path, html = self.backend.request(method, url, form)
+    def _fetch(self, move: Move) -> tuple[str, str]:
+        """Performs a move; returns the path and HTML of the page it ends on."""
+        return self.backend.request(move.method, move.url, move.form)
+
+    def _navigate(self, move: Move) -> None:
+        path, html = self._fetch(move)
         page = parse_page(html, path)
         if page.kind != "done" and page.instruction != self._task["task"]:
             raise WebShopServerError(
