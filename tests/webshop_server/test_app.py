@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import resource
 import threading
 from urllib.parse import quote
 
@@ -162,13 +163,22 @@ def test_sessions_are_thread_safe():
     assert not errors and len(store) <= 8 * 50
 
 
-def test_episode_end_frees_the_session(app, client, shop):
+@pytest.mark.slow
+def test_memory_stays_flat_over_10000_episodes(app, client, shop):
     sessions = app.extensions["webshop_sessions"]
     before = len(sessions)
-    for n in range(200):
-        client.get(f"/ep{n}_fixed_{n}")
-        client.post(f"/done/ep{n}_fixed_{n}/{shop.goals[n]['asin']}/{{}}")
-    assert len(sessions) == before
+
+    def episodes(start: int, stop: int) -> None:
+        for n in range(start, stop):
+            goal = n % 500
+            assert client.get(f"/ep{n}_fixed_{goal}").status_code == 200
+            assert client.post(f"/done/ep{n}_fixed_{goal}/{shop.goals[goal]['asin']}/{{}}").status_code == 200
+
+    episodes(0, 2000)  # warm-up: caches, allocator pools
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    episodes(2000, 10_000)
+    assert len(sessions) == before  # every episode's session ended with its purchase
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak < 20 * 1024
 
 
 def test_api_info(client, shop):
