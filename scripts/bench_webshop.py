@@ -100,9 +100,9 @@ def bench_http(seconds: float, clients: int, workers: int, threads: int, cache_d
     shop = build_test_shop(cache_dir)
     paths = _request_mix(shop)
     rows = []
-    cold_cache = tempfile.mkdtemp(prefix="bench-cold-")
-    cold, proc, _ = _time_start([], cold_cache)
-    stop_server(proc)
+    with tempfile.TemporaryDirectory(prefix="bench-cold-") as cold_cache:
+        cold, proc, _ = _time_start([], cold_cache)
+        stop_server(proc)
     for n_workers in (1, workers):
         warm, proc, port = _time_start(["--workers", str(n_workers), "--threads", str(threads)], cache_dir)
         try:
@@ -128,13 +128,13 @@ def search_worker(n_products: int, n_queries: int) -> dict:
     started = time.perf_counter()
     catalog = generate_catalog(n_products)
     generate_s = time.perf_counter() - started
-    cache = tempfile.mkdtemp(prefix="bench-index-")
-    started = time.perf_counter()
-    SearchIndex.for_catalog(catalog, cache)  # builds and saves
-    build_s = time.perf_counter() - started
-    started = time.perf_counter()
-    index = SearchIndex.for_catalog(catalog, cache)  # loads the cached index (documents digested again)
-    load_s = time.perf_counter() - started
+    with tempfile.TemporaryDirectory(prefix="bench-index-") as cache:
+        started = time.perf_counter()
+        SearchIndex.for_catalog(catalog, cache)  # builds and saves
+        build_s = time.perf_counter() - started
+        started = time.perf_counter()
+        index = SearchIndex.for_catalog(catalog, cache)  # loads the cached index (documents digested again)
+        load_s = time.perf_counter() - started
     rng = random.Random(1)
     queries = []
     for _ in range(n_queries):
@@ -180,9 +180,9 @@ def main() -> None:
     if args.search_worker:
         print(json.dumps(search_worker(args.search_worker, args.queries)))
         return
-    cache = tempfile.mkdtemp(prefix="bench-webshop-")
-    env = bench_env(args.episodes, cache)
-    http = bench_http(args.http_seconds, args.clients, args.workers, args.threads, cache)
+    with tempfile.TemporaryDirectory(prefix="bench-webshop-") as cache:
+        env = bench_env(args.episodes, cache)
+        http = bench_http(args.http_seconds, args.clients, args.workers, args.threads, cache)
     search = [bench_search(int(n), args.queries) for n in args.scales.split(",")]
     cpu = platform.processor() or platform.machine()
     print(f"Machine: {os.cpu_count()} CPUs, {cpu}, Python {platform.python_version()}")

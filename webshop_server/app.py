@@ -27,6 +27,7 @@ from flask import Flask, abort, redirect, render_template, request, url_for
 from werkzeug.exceptions import HTTPException
 
 from webshop_server.goals import SPLITS, split_range
+from webshop_server.search import SEARCH_RETURN_N
 from webshop_server.sessions import SessionStore
 from webshop_server.shop import PRODUCTS_PER_PAGE, SUB_PAGES, Shop, ShopConfig
 
@@ -57,7 +58,7 @@ def create_app(config: ShopConfig | dict | None = None, shop: Shop | None = None
     app.extensions["webshop_config"] = config
     app.extensions["webshop_sessions"] = SessionStore(len(shop.goals), config.session_ttl_s, config.max_sessions)
     app.jinja_env.globals.update(option_repr=option_repr, with_option=with_option)
-    _register_routes(app, shop, config)
+    ShopViews(shop, config, app.extensions["webshop_sessions"]).register(app)
     _register_errors(app)
     return app
 
@@ -103,72 +104,95 @@ def parse_options(text: str, product: dict) -> dict[str, str]:
     return value
 
 
-def _register_routes(app: Flask, shop: Shop, config: ShopConfig) -> None:
-    sessions: SessionStore = app.extensions["webshop_sessions"]
+class ShopViews:
+    """The page handlers of one app; each checks its URL parts and renders one template."""
 
-    @app.before_request
-    def bound_path() -> None:
-        if len(request.path) > config.max_url_chars:
-            abort(414, description=f"request path longer than {config.max_url_chars} characters")
+    def __init__(self, shop: Shop, config: ShopConfig, sessions: SessionStore) -> None:
+        self.shop = shop
+        self.config = config
+        self.sessions = sessions
 
-    def goal_of(session_id: str) -> dict:
-        session = sessions.get(session_id)
+    def register(self, app: Flask) -> None:
+        """Adds the original's URL rules (and ``/api/info``) to ``app``."""
+        both = ["GET", "POST"]
+        app.before_request(self.bound_path)
+        app.add_url_rule("/api/info", "api_info", self.api_info)
+        app.add_url_rule("/", "home", self.home)
+        app.add_url_rule("/<session_id>", "index", self.index, methods=both)
+        app.add_url_rule("/search_results/<session_id>/<keywords>/<page>", "search_results", self.search_results,
+                         methods=both)  # fmt: skip
+        app.add_url_rule("/item_page/<session_id>/<asin>/<keywords>/<page>/<options>", "item_page", self.item_page,
+                         methods=both)  # fmt: skip
+        app.add_url_rule("/item_sub_page/<session_id>/<asin>/<keywords>/<page>/<sub_page>/<options>",
+                         "item_sub_page", self.item_sub_page, methods=both)  # fmt: skip
+        app.add_url_rule("/done/<session_id>/<asin>/<options>", "done", self.done, methods=both)
+
+    # ------------------------------------------------------------------ checks
+
+    def bound_path(self) -> None:
+        if len(request.path) > self.config.max_url_chars:
+            abort(414, description=f"request path longer than {self.config.max_url_chars} characters")
+
+    def goal_of(self, session_id: str) -> dict:
+        session = self.sessions.get(session_id)
         if session is None:
             abort(404, description="unknown session: ids are 1-64 letters, digits, '_' or '-'; fixed_<n> needs goal n")
-        return shop.goals[session.goal_index]
+        return self.shop.goals[session.goal_index]
 
-    def product_of(asin: str) -> dict:
-        product = shop.catalog.by_asin.get(asin)
+    def product_of(self, asin: str) -> dict:
+        product = self.shop.catalog.by_asin.get(asin)
         if product is None:
             abort(404, description=f"unknown product {asin:.20}")
         return product
 
+    @staticmethod
     def page_number(text: str, total: int) -> int:
         last = max(1, math.ceil(total / PRODUCTS_PER_PAGE))
         if not text.isdigit() or not 1 <= int(text) <= last:
             abort(404, description=f"no results page {text:.20}; pages run from 1 to {last}")
         return int(text)
 
-    @app.route("/api/info")
-    def api_info() -> Any:
+    def checked_query(self, words: list[str]) -> list[str]:
+        if not words:
+            abort(400, description="empty search query")
+        if len(" ".join(words)) > self.config.max_query_chars:
+            abort(400, description=f"search query longer than {self.config.max_query_chars} characters")
+        return words
+
+    # ------------------------------------------------------------------ pages
+
+    def api_info(self) -> Any:
+        n_goals = len(self.shop.goals)
         return {
-            "n_goals": len(shop.goals),
-            "n_products": len(shop.catalog),
-            "catalog": shop.catalog.source,
-            "splits": {name: [r.start, r.stop] for name, r in _split_ranges(len(shop.goals)).items()},
+            "n_goals": n_goals,
+            "n_products": len(self.shop.catalog),
+            "catalog": self.shop.catalog.source,
+            "splits": {name: [r.start, r.stop] for name, r in _split_ranges(n_goals).items()},
         }
 
-    @app.route("/")
-    def home() -> Any:
+    def home(self) -> Any:
         return redirect(url_for("index", session_id="abc"))
 
-    @app.route("/<session_id>", methods=["GET", "POST"])
-    def index(session_id: str) -> Any:
-        goal = goal_of(session_id)
+    def index(self, session_id: str) -> Any:
+        goal = self.goal_of(session_id)
         if request.method == "POST" and "search_query" in request.form:
             query = request.form["search_query"]
-            if len(query) > config.max_query_chars:
-                abort(400, description=f"search query longer than {config.max_query_chars} characters")
-            keywords = query.lower().replace("/", " ").split()
-            if not keywords:
-                abort(400, description="empty search query")
+            if len(query) > self.config.max_query_chars:
+                abort(400, description=f"search query longer than {self.config.max_query_chars} characters")
+            keywords = self.checked_query(query.lower().replace("/", " ").split())
             return redirect(url_for("search_results", session_id=session_id, keywords=str(keywords), page=1))
         return render_template(
             "search_page.html",
             session_id=session_id,
             instruction_text=goal["instruction_text"],
-            max_query_chars=config.max_query_chars,
+            max_query_chars=self.config.max_query_chars,
         )
 
-    @app.route("/search_results/<session_id>/<keywords>/<page>", methods=["GET", "POST"])
-    def search_results(session_id: str, keywords: str, page: str) -> Any:
-        goal = goal_of(session_id)
-        words = parse_keywords(keywords)
-        if len(" ".join(words)) > config.max_query_chars:
-            abort(400, description=f"search query longer than {config.max_query_chars} characters")
-        top = shop.search(tuple(words))
-        number = page_number(page, len(top))
-        products = top[(number - 1) * PRODUCTS_PER_PAGE : number * PRODUCTS_PER_PAGE]
+    def search_results(self, session_id: str, keywords: str, page: str) -> Any:
+        goal = self.goal_of(session_id)
+        words = self.checked_query(parse_keywords(keywords))
+        top = self.shop.search(tuple(words))
+        number = self.page_number(page, len(top))
         return render_template(
             "results_page.html",
             session_id=session_id,
@@ -176,15 +200,14 @@ def _register_routes(app: Flask, shop: Shop, config: ShopConfig) -> None:
             keywords=str(words),
             page=number,
             total=len(top),
-            products=products,
+            products=top[(number - 1) * PRODUCTS_PER_PAGE : number * PRODUCTS_PER_PAGE],
         )
 
-    def item_context(session_id: str, asin: str, keywords: str, page: str, options: str) -> dict:
-        goal = goal_of(session_id)
-        product = product_of(asin)
+    def item_context(self, session_id: str, asin: str, keywords: str, page: str, options: str) -> dict:
+        goal = self.goal_of(session_id)
+        product = self.product_of(asin)
         words = parse_keywords(keywords)
-        if not page.isdigit() or not 1 <= int(page) <= 5:
-            abort(404, description=f"no results page {page:.20}")
+        self.page_number(page, SEARCH_RETURN_N)
         return {
             "session_id": session_id,
             "instruction_text": goal["instruction_text"],
@@ -195,26 +218,23 @@ def _register_routes(app: Flask, shop: Shop, config: ShopConfig) -> None:
             "options": parse_options(options, product),
         }
 
-    @app.route("/item_page/<session_id>/<asin>/<keywords>/<page>/<options>", methods=["GET", "POST"])
-    def item_page(session_id: str, asin: str, keywords: str, page: str, options: str) -> Any:
-        context = item_context(session_id, asin, keywords, page, options)
-        sub_pages = SUB_PAGES if config.show_attrs else SUB_PAGES[:3]
+    def item_page(self, session_id: str, asin: str, keywords: str, page: str, options: str) -> Any:
+        context = self.item_context(session_id, asin, keywords, page, options)
+        sub_pages = SUB_PAGES if self.config.show_attrs else SUB_PAGES[:3]
         return render_template("item_page.html", sub_pages=sub_pages, **context)
 
-    @app.route("/item_sub_page/<session_id>/<asin>/<keywords>/<page>/<sub_page>/<options>", methods=["GET", "POST"])
-    def item_sub_page(session_id: str, asin: str, keywords: str, page: str, sub_page: str, options: str) -> Any:
-        context = item_context(session_id, asin, keywords, page, options)
+    def item_sub_page(self, session_id: str, asin: str, keywords: str, page: str, sub_page: str, options: str) -> Any:
+        context = self.item_context(session_id, asin, keywords, page, options)
         if sub_page not in SUB_PAGES:
             abort(404, description=f"no sub-page {sub_page:.20}; sub-pages are {', '.join(SUB_PAGES)}")
         return render_template("sub_page.html", sub_page=sub_page, **context)
 
-    @app.route("/done/<session_id>/<asin>/<options>", methods=["GET", "POST"])
-    def done(session_id: str, asin: str, options: str) -> Any:
-        goal = goal_of(session_id)
-        product = product_of(asin)
+    def done(self, session_id: str, asin: str, options: str) -> Any:
+        goal = self.goal_of(session_id)
+        product = self.product_of(asin)
         chosen = parse_options(options, product)
-        reward, reward_info = shop.score(goal, asin, chosen)
-        sessions.end(session_id)
+        reward, reward_info = self.shop.score(goal, asin, chosen)
+        self.sessions.end(session_id)
         return render_template(
             "done_page.html",
             session_id=session_id,
