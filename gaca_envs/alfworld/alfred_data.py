@@ -17,10 +17,10 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType, ModuleType
-from typing import Mapping
 
 # ALFWorld's numbering of the six task types (alfworld/agents/environment/alfred_tw_env.py).
 TASK_TYPES: Mapping[int, str] = MappingProxyType(
@@ -139,7 +139,9 @@ def _read_layouts(layout_dir: Path, scene_type: Mapping[str, range]) -> dict[int
             scene_num=scene_num,
             room=_room_of(scene_num, scene_type),
             types=types,
-            receptacle_poses=MappingProxyType({k: (float(v[0]), float(v[1]), int(v[2]), int(v[3])) for k, v in poses.items()}),
+            receptacle_poses=MappingProxyType(
+                {k: (float(v[0]), float(v[1]), int(v[2]), int(v[3])) for k, v in poses.items()}
+            ),
         )
     return layouts
 
@@ -163,9 +165,7 @@ def load_alfred_data() -> AlfredData:
         domain=(root / "data" / "alfred.pddl").read_text(),
         grammar=(root / "data" / "alfred.twl2").read_text(),
         objects=tuple(constants.OBJECTS),
-        receptacle_objects=MappingProxyType(
-            {k: frozenset(v) for k, v in constants.VAL_RECEPTACLE_OBJECTS.items()}
-        ),
+        receptacle_objects=MappingProxyType({k: frozenset(v) for k, v in constants.VAL_RECEPTACLE_OBJECTS.items()}),
         action_objects=MappingProxyType({k: frozenset(v) for k, v in constants.VAL_ACTION_OBJECTS.items()}),
         openable=frozenset(constants.OPENABLE_CLASS_LIST),
         movable_receptacles=frozenset(constants.MOVABLE_RECEPTACLES),

@@ -109,7 +109,9 @@ def collect_games(json_root: Path, split: str, task_types: Iterable[int]) -> lis
     return records
 
 
-def ensure_generated(split: str, root: Path | None = None, num: int | None = None, seed: int = DEFAULT_CACHE_SEED) -> Path:
+def ensure_generated(
+    split: str, root: Path | None = None, num: int | None = None, seed: int = DEFAULT_CACHE_SEED
+) -> Path:
     """The ``json_2.1.1`` folder of the cached generated games, generating ``split`` if missing.
 
     Args:

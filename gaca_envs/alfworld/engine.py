@@ -108,7 +108,9 @@ def read_game_file(path: str) -> dict[str, Any]:
             f"{', '.join(GAME_FILE_KEYS)} as written by alfworld-generate or gaca-alfworld-generate"
         )
     if data.get("solvable") is False:
-        raise GameFileError(f"ALFWorld game file {path} is marked unsolvable (\"solvable\": false); remove it or regenerate it")
+        raise GameFileError(
+            f'ALFWorld game file {path} is marked unsolvable ("solvable": false); remove it or regenerate it'
+        )
     return data
 
 

@@ -32,7 +32,9 @@ def _record_from_file(game_file: str) -> GameRecord:
         traj = json.loads(traj_file.read_text())
         task_type, params = traj["task_type"], traj["pddl_params"]
     except (OSError, ValueError, KeyError) as e:
-        raise ValueError(f"game file {game_file} needs a traj_data.json with task_type and pddl_params beside it") from e
+        raise ValueError(
+            f"game file {game_file} needs a traj_data.json with task_type and pddl_params beside it"
+        ) from e
     task_id = "/".join(Path(game_file).parent.parts[-3:])
     return GameRecord(task_id, game_file, task_type, params)
 
@@ -170,7 +172,9 @@ class ALFWorldEnv(gym.Env[str, str]):
         self._record = record
         self._state = self._engine.reset()
         self._obs = self._state.observation
-        self._task_text = self._obs.rsplit(_TASK_PREFIX, 1)[-1].strip().removesuffix(".") if _TASK_PREFIX in self._obs else ""
+        self._task_text = (
+            self._obs.rsplit(_TASK_PREFIX, 1)[-1].strip().removesuffix(".") if _TASK_PREFIX in self._obs else ""
+        )
         self._steps = 0
         self._done = False
         return self._obs, self._info(action_valid=True)

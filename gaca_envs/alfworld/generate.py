@@ -35,7 +35,6 @@ from pathlib import Path
 
 from gaca_envs.alfworld.alfred_data import TASK_TYPES, AlfredData, load_alfred_data
 from gaca_envs.alfworld.pddl import TaskParams, problem_pddl
-from gaca_envs.alfworld.solver import NoPlanError, solve
 from gaca_envs.alfworld.scenes import (
     LAMPS,
     Scene,
@@ -45,6 +44,7 @@ from gaca_envs.alfworld.scenes import (
     place_objects,
     sample_object_counts,
 )
+from gaca_envs.alfworld.solver import NoPlanError, solve
 
 GENERATOR_VERSION = 1
 SPLITS = ("train", "valid_seen", "valid_unseen")
@@ -115,7 +115,8 @@ def sample_game(data: AlfredData, split: str, seed: int, index: int, attempt: in
     receptacles = build_receptacles(data, layout, rng)
     counts = sample_object_counts(data, layout, receptacles, rng)
     options = [
-        (o, t) for o, t in _task_options(data, task_type, counts, receptacles, layout.types)
+        (o, t)
+        for o, t in _task_options(data, task_type, counts, receptacles, layout.types)
         if is_held_out(task_type, o, t) == (split == "valid_unseen")
     ]
     if not options:
@@ -133,7 +134,9 @@ def sample_game(data: AlfredData, split: str, seed: int, index: int, attempt: in
     objects = place_objects(data, counts, receptacles, rng, forbidden)
     scene = Scene(layout.scene_num, layout.room, tuple(receptacles), tuple(objects), agent_start(receptacles, rng))
     template = rng.choice(data.goal_templates[task_type])
-    desc = template.format(obj=obj.lower(), recep=task.parent_target.lower(), toggle=task.toggle_target.lower(), mrecep="")
+    desc = template.format(
+        obj=obj.lower(), recep=task.parent_target.lower(), toggle=task.toggle_target.lower(), mrecep=""
+    )
     return GameSpec(split, seed, index, task, scene, desc)
 
 

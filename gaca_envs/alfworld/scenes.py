@@ -20,7 +20,9 @@ _BASINS = {"Sink": "SinkBasin", "Bathtub": "BathtubBasin"}
 # How many instances of a receptacle type to add when the floor plan lists the type without poses.
 _DEFAULT_COUNTS = {"StoveBurner": 4}
 # Receptacle types a lamp (the toggle target of look_at_obj_in_light) can stand on.
-LAMP_HOLDERS = frozenset({"Desk", "SideTable", "Dresser", "Shelf", "CoffeeTable", "DiningTable", "TVStand", "Nightstand"})
+LAMP_HOLDERS = frozenset(
+    {"Desk", "SideTable", "Dresser", "Shelf", "CoffeeTable", "DiningTable", "TVStand", "Nightstand"}
+)
 LAMPS = ("DeskLamp", "FloorLamp")
 MAX_OBJECTS = 40
 MAX_RECEPTACLES = 40

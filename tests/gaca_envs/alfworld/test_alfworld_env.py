@@ -39,7 +39,9 @@ def test_walkthrough_of_every_game_wins_through_the_env(env, games):
             assert command in info["admissible_actions"]
             obs, reward, terminated, truncated, info = env.step(command)
             last = i == len(walkthrough) - 1
-            assert (reward, terminated, info["won"], info["score"]) == ((10.0, True, True, 1.0) if last else (0.0, False, False, 0.0))
+            assert (reward, terminated, info["won"], info["score"]) == (
+                (10.0, True, True, 1.0) if last else (0.0, False, False, 0.0)
+            )
             assert info["action_valid"] and not truncated
         assert info["expert_action"] == ""
 
@@ -108,7 +110,7 @@ def test_two_envs_side_by_side_are_identical(alfworld_root, games):
     a, b = ALFWorldEnv(data_path=alfworld_root), ALFWorldEnv(data_path=alfworld_root)
     g = games[2]
     commands = ["look", "bogus"] + g["game"]["walkthrough"]
-    for sa, sb in zip(_play(a, g["task_id"], commands), _play(b, g["task_id"], commands)):
+    for sa, sb in zip(_play(a, g["task_id"], commands), _play(b, g["task_id"], commands), strict=True):
         assert sa[:4] == sb[:4]
         assert sa[4] == sb[4]
     a.close(), b.close()
@@ -200,5 +202,7 @@ def test_corrupt_or_unsolvable_game_files_are_named_in_the_error(tmp_path, games
         env.reset()
     missing = _copy_game(games[0]["file"], tmp_path, "trial_d")
     missing.write_text(json.dumps({"grammar": ""}))
-    with pytest.raises(GameFileError, match=f"ALFWorld game file {missing} lacks pddl_domain, pddl_problem; expected a JSON object"):
+    with pytest.raises(
+        GameFileError, match=f"ALFWorld game file {missing} lacks pddl_domain, pddl_problem; expected a JSON object"
+    ):
         ALFWorldEnv(game_files=[str(missing)])
