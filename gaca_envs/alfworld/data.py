@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import multiprocessing
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -130,7 +131,9 @@ def ensure_generated(
         try:
             if not done.exists():
                 count = DEFAULT_CACHE_GAMES[split] if num is None else num
-                workers = max(1, min(4, os.cpu_count() or 1))
+                # A daemonic process (an AsyncVectorEnv worker) may not start a process pool.
+                daemon = multiprocessing.current_process().daemon
+                workers = 1 if daemon else max(1, min(4, os.cpu_count() or 1))
                 files = generate(base, count, seed=seed, split=split, workers=workers)
                 done.write_text(json.dumps({"games": len(files), "seed": seed, "version": GENERATOR_VERSION}))
         finally:

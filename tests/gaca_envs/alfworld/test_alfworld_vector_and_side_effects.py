@@ -47,9 +47,9 @@ def test_import_and_play_leave_home_argv_stdout_and_environment_alone(tmp_path, 
         f"""
         import os, sys
         argv = list(sys.argv)
-        import gymnasium as gym, gaca_envs
-        import gaca_envs.alfworld.env
-        env = gym.make("GACA-ALFWorld-v0", data_path={str(alfworld_root)!r}, expert=True)
+        import gymnasium as gym
+        # The module-qualified id works without importing gaca_envs first.
+        env = gym.make("gaca_envs:GACA-ALFWorld-v0", data_path={str(alfworld_root)!r}, expert=True)
         obs, info = env.reset(options={{"task_id": {games[0]["task_id"]!r}}})
         env.step(info["expert_action"])
         assert sys.argv == argv, sys.argv
@@ -102,4 +102,25 @@ def test_real_data_collection_applies_alfworlds_filters(tmp_path, games):
     env = gym.make("GACA-ALFWorld-v0", data_path=str(tmp_path), split="valid_seen", task_types=[2])
     obs, info = env.reset(seed=0)
     assert info["task_id"] == found[0].task_id and info["task_type"] == "look_at_obj_in_light"
+    env.close()
+
+
+def test_env_without_data_generates_the_split_once_into_the_cache(monkeypatch, tmp_path):
+    from gaca_envs.alfworld import data
+    from gaca_envs.alfworld.env import ALFWorldEnv
+
+    monkeypatch.delenv("ALFWORLD_DATA", raising=False)
+    monkeypatch.setenv("GACA_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setitem(data.DEFAULT_CACHE_GAMES, "valid_unseen", 1)
+    env = ALFWorldEnv(split="valid_unseen")
+    assert not (tmp_path / "cache").exists()  # nothing is generated before the env needs games
+    obs, info = env.reset(seed=0)
+    assert info["task_id"].startswith("valid_unseen/") and "Your task is to: " in obs
+    done_marker = tmp_path / "cache" / "alfworld" / "gen-v1-seed0" / ".valid_unseen.done"
+    stamp = done_marker.stat().st_mtime_ns
+    again = ALFWorldEnv(split="valid_unseen")
+    assert again.task_ids == env.task_ids and done_marker.stat().st_mtime_ns == stamp
+    for command in env.expert_plan():
+        obs, reward, terminated, truncated, info = env.step(command)
+    assert terminated and reward == 10.0
     env.close()
