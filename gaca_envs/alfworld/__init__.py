@@ -1,0 +1,13 @@
+"""ALFWorld for GACA: the ``GACA-ALFWorld-v0`` env, an offline task generator and game engines.
+
+Modules (none is imported by ``import gaca_envs``; the env is built through ``gym.make``):
+
+- :mod:`~gaca_envs.alfworld.env`: the Gymnasium env.
+- :mod:`~gaca_envs.alfworld.engine`: the engine interface and ALFWorld's TextWorld engine.
+- :mod:`~gaca_envs.alfworld.data`: real ALFWorld data collection and the generated-game cache.
+- :mod:`~gaca_envs.alfworld.generate`: ``gaca-alfworld-generate``, ALFWorld-format games.
+- :mod:`~gaca_envs.alfworld.scenes`, :mod:`~gaca_envs.alfworld.pddl`: scenes and PDDL problems.
+- :mod:`~gaca_envs.alfworld.solver`: plans from any state (walkthroughs, ``expert=True``).
+- :mod:`~gaca_envs.alfworld.alfred_data`: ALFRED constants, layouts and goals read from the
+  installed ``alfworld`` package without importing it.
+"""

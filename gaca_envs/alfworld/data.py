@@ -1,0 +1,144 @@
+"""Where ALFWorld games come from: real ALFWorld data, or generated games in a user cache.
+
+Real data: a folder holding ``json_2.1.1/{train,valid_seen,valid_unseen}`` (``ALFWORLD_DATA``
+or ``data_path=``). Games are collected as ALFWorld's ``AlfredTWEnv.collect_game_files`` does:
+folders with ``traj_data.json`` and a ``game.tw-pddl`` marked solvable, of the requested task
+types, skipping "movable" and "Sliced" trials.
+
+Generated data: when no real data is given, the env generates games once into
+``$GACA_CACHE_DIR/alfworld`` (default ``$XDG_CACHE_HOME/gaca/alfworld``, else
+``~/.cache/gaca/alfworld``) the first time it needs them. Folders are created only then, never
+at import. Concurrent envs (e.g. an ``AsyncVectorEnv``) wait on a lock file while one of them
+generates.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import multiprocessing
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from gaca_envs.alfworld.alfred_data import TASK_TYPES
+from gaca_envs.alfworld.generate import GENERATOR_VERSION, SPLITS, generate
+
+# Games generated per split when the env fills the cache itself (the CLI can make more).
+DEFAULT_CACHE_GAMES = {"train": 120, "valid_seen": 30, "valid_unseen": 30}
+DEFAULT_CACHE_SEED = 0
+
+
+@dataclass(frozen=True)
+class GameRecord:
+    """One playable game.
+
+    Attributes:
+        task_id: ``<split>/<task folder>/<trial>``, relative to ``json_2.1.1``.
+        game_file: path of its ``game.tw-pddl``.
+        task_type: ALFWorld task type name.
+        pddl_params: ``traj_data.json``'s ``pddl_params``.
+    """
+
+    task_id: str
+    game_file: str
+    task_type: str
+    pddl_params: dict
+
+
+def cache_root() -> Path:
+    """The user cache folder for generated games (not created here)."""
+    if os.environ.get("GACA_CACHE_DIR"):
+        return Path(os.environ["GACA_CACHE_DIR"]) / "alfworld"
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "gaca" / "alfworld"
+
+
+def real_data_root(data_path: str | os.PathLike | None) -> Path | None:
+    """The ``json_2.1.1`` folder of real ALFWorld data, or ``None`` when none is given.
+
+    Raises:
+        FileNotFoundError: if ``data_path`` is given but holds no ``json_2.1.1``.
+    """
+    if data_path is None:
+        env_path = os.environ.get("ALFWORLD_DATA")
+        if env_path and (Path(env_path) / "json_2.1.1").is_dir():
+            return Path(env_path) / "json_2.1.1"
+        return None
+    root = Path(data_path)
+    for candidate in (root / "json_2.1.1", root):
+        if candidate.name == "json_2.1.1" and candidate.is_dir():
+            return candidate
+    raise FileNotFoundError(
+        f"data_path={str(data_path)!r} holds no json_2.1.1 folder; pass ALFWorld's data folder "
+        "(the one alfworld-download fills) or a folder written by gaca-alfworld-generate --out"
+    )
+
+
+def collect_games(json_root: Path, split: str, task_types: Iterable[int]) -> list[GameRecord]:
+    """ALFWorld's game collection for one split (see module docstring), sorted by task id.
+
+    Raises:
+        ValueError: for an unknown split or task type number.
+    """
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
+    wanted = set()
+    for tt in task_types:
+        if tt not in TASK_TYPES:
+            raise ValueError(f"task_types must be ALFWorld task numbers 1-6, got {tt!r}")
+        wanted.add(TASK_TYPES[tt])
+    records = []
+    for traj_path in sorted((json_root / split).glob("*/*/traj_data.json")):
+        root = traj_path.parent
+        game_file = root / "game.tw-pddl"
+        if "movable" in str(root) or "Sliced" in str(root) or not game_file.exists():
+            continue
+        try:
+            traj = json.loads(traj_path.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ValueError(f"cannot read ALFWorld trajectory file {traj_path}: {e}") from e
+        if not isinstance(traj, dict) or traj.get("task_type") not in wanted:
+            continue
+        with open(game_file, encoding="utf-8") as f:
+            try:
+                solvable = json.load(f).get("solvable")
+            except json.JSONDecodeError:
+                solvable = True  # keep it: loading it will raise an error naming the file
+        if not solvable:
+            continue
+        task_id = str(root.relative_to(json_root)).replace(os.sep, "/")
+        records.append(GameRecord(task_id, str(game_file), traj["task_type"], traj.get("pddl_params", {})))
+    return records
+
+
+def ensure_generated(
+    split: str, root: Path | None = None, num: int | None = None, seed: int = DEFAULT_CACHE_SEED
+) -> Path:
+    """The ``json_2.1.1`` folder of the cached generated games, generating ``split`` if missing.
+
+    Args:
+        split: the split to make sure of.
+        root: cache folder (default :func:`cache_root`).
+        num: games to generate for the split (default ``DEFAULT_CACHE_GAMES[split]``).
+        seed: generator seed.
+    """
+    base = (root or cache_root()) / f"gen-v{GENERATOR_VERSION}-seed{seed}"
+    done = base / f".{split}.done"
+    if done.exists():
+        return base / "json_2.1.1"
+    base.mkdir(parents=True, exist_ok=True)
+    with open(base / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # other envs wait here while one generates
+        try:
+            if not done.exists():
+                count = DEFAULT_CACHE_GAMES[split] if num is None else num
+                # A daemonic process (an AsyncVectorEnv worker) may not start a process pool.
+                daemon = multiprocessing.current_process().daemon
+                workers = 1 if daemon else max(1, min(4, os.cpu_count() or 1))
+                files = generate(base, count, seed=seed, split=split, workers=workers)
+                done.write_text(json.dumps({"games": len(files), "seed": seed, "version": GENERATOR_VERSION}))
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    return base / "json_2.1.1"

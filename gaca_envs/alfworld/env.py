@@ -1,0 +1,250 @@
+"""``GACA-ALFWorld-v0``: ALFWorld's text games as a Gymnasium env (DESIGN.md contract 1)."""
+
+from __future__ import annotations
+
+import json
+import os
+import string
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+from gymnasium import spaces
+
+from gaca_envs.alfworld.data import GameRecord, collect_games, ensure_generated, real_data_root
+from gaca_envs.alfworld.engine import Engine, EngineState, make_engine, read_game_file
+from gaca_envs.alfworld.generate import SPLITS
+from gaca_envs.alfworld.pddl import TaskParams
+from gaca_envs.alfworld.solver import NoPlanError, solve
+from gaca_envs.anchors import anchor_digest
+
+NOTHING_HAPPENS = "Nothing happens."
+TEXT_CHARSET = string.printable
+MAX_TEXT = 1 << 16
+_TASK_PREFIX = "Your task is to: "
+
+
+def _record_from_file(game_file: str) -> GameRecord:
+    read_game_file(game_file)  # raises GameFileError naming the file if corrupt or unsolvable
+    traj_file = Path(game_file).parent / "traj_data.json"
+    try:
+        traj = json.loads(traj_file.read_text())
+        task_type, params = traj["task_type"], traj["pddl_params"]
+    except (OSError, ValueError, KeyError) as e:
+        raise ValueError(
+            f"game file {game_file} needs a traj_data.json with task_type and pddl_params beside it"
+        ) from e
+    task_id = "/".join(Path(game_file).parent.parts[-3:])
+    return GameRecord(task_id, game_file, task_type, params)
+
+
+class ALFWorldEnv(gym.Env[str, str]):
+    """ALFWorld's household text games (TextWorld engine) with canonical anchor keys.
+
+    **Observation**: the game's text: on reset ALFWorld's intro (room overview and
+    "Your task is to: ..."), after a step the feedback ("You arrive at fridge 1. ...").
+    **Actions**: ALFWorld commands as text ("go to fridge 1", "take apple 1 from fridge 1",
+    ...); surrounding whitespace is ignored as in ALFWorld. Anything not in
+    ``info["admissible_actions"]`` is a step answered "Nothing happens." with
+    ``info["action_valid"] = False``.
+    **Reward**: ``reward_on_success`` at the step that wins, else 0.
+    **Episode end**: terminated when the task is solved; truncated after ``max_steps`` steps.
+    **Info** (reset and every step): the contract keys of DESIGN.md (``task``, ``task_id``,
+    ``admissible_actions``, ``anchor_key`` = digest of the sorted dynamic PDDL facts,
+    ``anchor_text`` = the observation, ``action_valid``, ``won``, ``score``) plus
+    ``task_type``, ``game_file``, ``step`` and, with ``expert=True``, ``expert_action``
+    (next command of a plan from the current state, ``""`` once won).
+
+    Games: ``game_files`` if given; else real ALFWorld data from ``data_path`` or
+    ``$ALFWORLD_DATA`` (``json_2.1.1/<split>``, ALFWorld's filters); else games generated once
+    into the user cache (see :mod:`gaca_envs.alfworld.data`).
+
+    Version history: v0 (initial).
+
+    Args:
+        split: ``train``, ``valid_seen`` or ``valid_unseen``.
+        data_path: folder holding ``json_2.1.1`` (ALFWorld's or ``gaca-alfworld-generate``'s).
+        game_files: explicit ``game.tw-pddl`` files (overrides ``split``/``data_path``).
+        task_types: ALFWorld task type numbers to keep (1-6, as in ALFWorld's config).
+        max_steps: steps before truncation (ALFWorld evaluates with 50).
+        reward_on_success: reward of the winning step.
+        expert: add ``info["expert_action"]``.
+        engine: game engine name (``"textworld"``).
+        render_mode: ``None`` or ``"ansi"``.
+    """
+
+    metadata = {"render_modes": ["ansi"]}
+
+    def __init__(
+        self,
+        split: str = "train",
+        data_path: str | os.PathLike | None = None,
+        game_files: Sequence[str] | None = None,
+        task_types: Iterable[int] = (1, 2, 3, 4, 5, 6),
+        max_steps: int = 50,
+        reward_on_success: float = 10.0,
+        expert: bool = False,
+        engine: str = "textworld",
+        render_mode: str | None = None,
+    ) -> None:
+        if split not in SPLITS:
+            raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
+        if not isinstance(max_steps, int) or max_steps < 1:
+            raise ValueError(f"max_steps must be an int >= 1, got {max_steps!r}")
+        if render_mode not in (None, "ansi"):
+            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+        if engine != "textworld":
+            raise ValueError(f"engine must be 'textworld', got {engine!r}")
+        self.split = split
+        self.max_steps = max_steps
+        self.reward_on_success = float(reward_on_success)
+        self.expert = expert
+        self.render_mode = render_mode
+        self.task_types = tuple(task_types)
+        self._engine_name = engine
+        self._data_path = data_path
+        self._records: list[GameRecord] | None = None
+        if game_files is not None:
+            if not game_files:
+                raise ValueError("game_files must list at least one game.tw-pddl file, got an empty list")
+            self._records = [_record_from_file(str(f)) for f in game_files]
+        elif data_path is not None:
+            real_data_root(data_path)  # fail early on a bad folder
+        self.observation_space = spaces.Text(max_length=MAX_TEXT, charset=TEXT_CHARSET)
+        self.action_space = spaces.Text(max_length=256, charset=TEXT_CHARSET)
+        self._engine: Engine | None = None
+        self._loaded: str | None = None
+        self._record: GameRecord | None = None
+        self._state: EngineState | None = None
+        self._obs = ""
+        self._task_text = ""
+        self._steps = 0
+        self._done = False
+
+    # Games ---------------------------------------------------------------------------------
+    @property
+    def records(self) -> list[GameRecord]:
+        """The games this env plays (collected, or generated into the cache, on first use)."""
+        if self._records is None:
+            root = real_data_root(self._data_path)
+            if root is None:
+                root = ensure_generated(self.split)
+            self._records = collect_games(root, self.split, self.task_types)
+            if not self._records:
+                raise FileNotFoundError(
+                    f"no solvable games of task types {self.task_types} in {root / self.split}; "
+                    "generate some with: gaca-alfworld-generate --out DIR --split " + self.split
+                )
+        return self._records
+
+    @property
+    def task_ids(self) -> list[str]:
+        """Ids accepted by ``reset(options={"task_id": ...})``."""
+        return [r.task_id for r in self.records]
+
+    def _pick(self, options: dict[str, Any] | None) -> GameRecord:
+        options = dict(options or {})
+        task_id = options.pop("task_id", None)
+        if options:
+            raise ValueError(f"reset options may only contain 'task_id', got {sorted(options)}")
+        if task_id is None:
+            return self.records[int(self.np_random.integers(len(self.records)))]
+        for record in self.records:
+            if record.task_id == task_id:
+                return record
+        raise ValueError(
+            f"unknown task_id {task_id!r}; expected one of env.unwrapped.task_ids ({len(self.records)} tasks, "
+            f"e.g. {self.records[0].task_id!r})"
+        )
+
+    # Gymnasium API ---------------------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        """Starts a game: ``options["task_id"]`` if given, else one drawn with the env's RNG."""
+        super().reset(seed=seed)
+        record = self._pick(options)
+        if self._engine is None:
+            self._engine = make_engine(self._engine_name)
+        if self._loaded != record.game_file:
+            self._loaded = None
+            self._engine.load(record.game_file)
+            self._loaded = record.game_file
+        self._record = record
+        self._state = self._engine.reset()
+        self._obs = self._state.observation
+        self._task_text = (
+            self._obs.rsplit(_TASK_PREFIX, 1)[-1].strip().removesuffix(".") if _TASK_PREFIX in self._obs else ""
+        )
+        self._steps = 0
+        self._done = False
+        return self._obs, self._info(action_valid=True)
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """Plays one command (see the class docstring for invalid commands, reward and ends)."""
+        if not isinstance(action, str):
+            raise TypeError(f"action must be a str (an ALFWorld command), got {type(action).__name__}: {action!r:.80}")
+        if self._state is None or self._engine is None:
+            raise RuntimeError("step() called before reset(); call env.reset() first")
+        if self._done:
+            raise RuntimeError("step() called after the episode ended (terminated or truncated); call env.reset()")
+        self._steps += 1
+        command = action.strip()
+        valid = command in self._state.admissible_commands
+        if valid:
+            self._state = self._engine.step(command)
+            self._obs = self._state.observation
+        else:
+            self._obs = NOTHING_HAPPENS
+        won = self._state.won
+        terminated = won
+        truncated = not won and self._steps >= self.max_steps
+        self._done = terminated or truncated
+        reward = self.reward_on_success if won else 0.0
+        return self._obs, reward, terminated, truncated, self._info(action_valid=valid)
+
+    def _info(self, action_valid: bool) -> dict[str, Any]:
+        assert self._state is not None and self._record is not None
+        info = {
+            "task": self._task_text,
+            "task_id": self._record.task_id,
+            "admissible_actions": list(self._state.admissible_commands),
+            "anchor_key": anchor_digest("alfworld", self._state.facts),
+            "anchor_text": self._obs,
+            "action_valid": action_valid,
+            "won": self._state.won,
+            "score": 1.0 if self._state.won else 0.0,
+            "task_type": self._record.task_type,
+            "game_file": self._record.game_file,
+            "step": self._steps,
+        }
+        if self.expert:
+            plan = [] if self._state.won else self.expert_plan()
+            info["expert_action"] = plan[0] if plan else ""
+        return info
+
+    def expert_plan(self) -> list[str]:
+        """Commands that win the current game from the current state (empty if none is found)."""
+        if self._state is None or self._engine is None or self._record is None:
+            raise RuntimeError("expert_plan() called before reset()")
+        p = self._record.pddl_params
+        task = TaskParams(
+            task_type=self._record.task_type,
+            object_target=p.get("object_target", ""),
+            parent_target=p.get("parent_target", ""),
+            toggle_target=p.get("toggle_target", ""),
+        )
+        try:
+            return solve(self._engine.static_facts() + self._state.facts, self._engine.entity_names(), task)
+        except NoPlanError:
+            return []
+
+    def render(self) -> str | None:
+        """The last observation (``render_mode="ansi"``)."""
+        return self._obs if self.render_mode == "ansi" else None
+
+    def close(self) -> None:
+        """Releases the engine."""
+        if self._engine is not None:
+            self._engine.close()
+            self._engine = None
+            self._loaded = None

@@ -1,0 +1,277 @@
+"""Offline generator of ALFWorld-compatible games (``gaca-alfworld-generate``).
+
+Each game is written in ALFWorld's own layout::
+
+    <out>/json_2.1.1/<split>/<task_type>-<Object>-None-<Target>-<scene>/trial_gaca_s<seed>_<index>/
+        traj_data.json   # task_type, pddl_params, scene, a templated task description
+        game.tw-pddl     # PDDL domain + problem + grammar with the task, solvable, walkthrough
+
+so ALFWorld's ``AlfredTWEnv`` and hand-coded expert load and play them like the real data.
+Scenes come from ALFRED's floor plans (:mod:`gaca_envs.alfworld.scenes`); the goal PDDL and
+the task phrasings from ALFWorld's goal library. Every game is solved by Fast Downward and the
+plan is replayed through the TextWorld engine before it is kept (walkthrough stored).
+
+Splits: ``train`` and ``valid_seen`` use ALFRED's training floor plans and task combinations
+(task type, object type, receptacle or lamp type) outside a fixed held-out quarter;
+``valid_unseen`` uses only ALFRED's test floor plans and only held-out combinations, so its
+room layouts and combinations never occur in ``train``. Game ``i`` of a split depends only on
+``(seed, split, i)``: generation is deterministic and can run in parallel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import shutil
+import sys
+import time
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from gaca_envs.alfworld.alfred_data import TASK_TYPES, AlfredData, load_alfred_data
+from gaca_envs.alfworld.pddl import TaskParams, problem_pddl
+from gaca_envs.alfworld.scenes import (
+    LAMPS,
+    Scene,
+    agent_start,
+    build_receptacles,
+    holders_of,
+    place_objects,
+    sample_object_counts,
+)
+from gaca_envs.alfworld.solver import NoPlanError, solve
+
+GENERATOR_VERSION = 1
+SPLITS = ("train", "valid_seen", "valid_unseen")
+MAX_WALKTHROUGH = 40  # keeps every game winnable well within ALFWorld's 50-step cap
+MAX_ATTEMPTS = 30
+# Appliance each transforming task uses; its own type is not a placement target for that task.
+_APPLIANCE = {
+    "pick_clean_then_place_in_recep": ("Cleanable", "SinkBasin"),
+    "pick_heat_then_place_in_recep": ("Heatable", "Microwave"),
+    "pick_cool_then_place_in_recep": ("Coolable", "Fridge"),
+}
+
+
+def is_held_out(task_type: str, object_type: str, target_type: str) -> bool:
+    """Whether a combination is reserved for ``valid_unseen`` (a fixed quarter, by digest)."""
+    digest = hashlib.blake2b(f"{task_type}|{object_type}|{target_type}".encode(), digest_size=8).digest()
+    return digest[0] % 4 == 0
+
+
+@dataclass(frozen=True)
+class GameSpec:
+    """A sampled game before it is written and solved."""
+
+    split: str
+    seed: int
+    index: int
+    task: TaskParams
+    scene: Scene
+    task_desc: str
+
+    @property
+    def relative_dir(self) -> str:
+        """``<split>/<task folder>/<trial>`` as in ALFWorld's ``json_2.1.1`` tree."""
+        t = self.task
+        target = t.parent_target or t.toggle_target
+        folder = f"{t.task_type}-{t.object_target}-{t.mrecep_target or 'None'}-{target}-{self.scene.scene_num}"
+        return f"{self.split}/{folder}/trial_gaca_s{self.seed}_{self.index:06d}"
+
+
+def _task_options(data: AlfredData, task_type: str, counts: dict[str, int], receptacles: list, layout_types) -> list:
+    """(object type, target type) pairs the room supports for ``task_type``."""
+    rtypes = {r.rtype for r in receptacles}
+    options = []
+    if task_type == "look_at_obj_in_light":
+        lamps = [lamp for lamp in LAMPS if lamp in layout_types and holders_of(data, lamp, receptacles)]
+        return [(o, lamp) for o in sorted(counts) for lamp in lamps]
+    prop, appliance = _APPLIANCE.get(task_type, (None, None))
+    if appliance is not None and appliance not in rtypes:
+        return []
+    for o in sorted(counts):
+        if prop is not None and o not in data.action_objects[prop]:
+            continue
+        holder_types = {r.rtype for r in holders_of(data, o, receptacles)}
+        for p in sorted(holder_types - {appliance}):
+            if holder_types - {p}:  # some other receptacle can hold it at the start
+                options.append((o, p))
+    return options
+
+
+def sample_game(data: AlfredData, split: str, seed: int, index: int, attempt: int = 0) -> GameSpec | None:
+    """Samples game ``index`` of ``split`` (``None`` if this attempt's room cannot pose the task)."""
+    rng = random.Random(f"gaca-alfworld-v{GENERATOR_VERSION}|{seed}|{split}|{index}|{attempt}")
+    task_type = list(TASK_TYPES.values())[index % len(TASK_TYPES)]
+    scene_nums = data.test_scenes if split == "valid_unseen" else data.train_scenes
+    rooms = sorted(data.goals_valid[task_type])
+    room = rng.choice(rooms)
+    layout = data.layouts[rng.choice([s for s in scene_nums if data.layouts[s].room == room])]
+    receptacles = build_receptacles(data, layout, rng)
+    counts = sample_object_counts(data, layout, receptacles, rng)
+    options = [
+        (o, t)
+        for o, t in _task_options(data, task_type, counts, receptacles, layout.types)
+        if is_held_out(task_type, o, t) == (split == "valid_unseen")
+    ]
+    if not options:
+        return None
+    obj, target = rng.choice(options)
+    if task_type == "look_at_obj_in_light":
+        task = TaskParams(task_type, obj, toggle_target=target)
+        counts[target] = 1
+        forbidden = {}
+    else:
+        task = TaskParams(task_type, obj, parent_target=target)
+        forbidden = {obj: frozenset({target})}
+    if task_type == "pick_two_obj_and_place":
+        counts[obj] = max(counts[obj], 2)
+    objects = place_objects(data, counts, receptacles, rng, forbidden)
+    scene = Scene(layout.scene_num, layout.room, tuple(receptacles), tuple(objects), agent_start(receptacles, rng))
+    template = rng.choice(data.goal_templates[task_type])
+    desc = template.format(
+        obj=obj.lower(), recep=task.parent_target.lower(), toggle=task.toggle_target.lower(), mrecep=""
+    )
+    return GameSpec(split, seed, index, task, scene, desc)
+
+
+def _traj_data(spec: GameSpec) -> dict:
+    return {
+        "task_id": spec.relative_dir.split("/")[-1],
+        "task_type": spec.task.task_type,
+        "pddl_params": spec.task.as_pddl_params(),
+        "scene": {
+            "floor_plan": f"FloorPlan{spec.scene.scene_num}",
+            "scene_num": spec.scene.scene_num,
+            "room_type": spec.scene.room,
+            "random_seed": spec.seed,
+        },
+        "turk_annotations": {"anns": [{"task_desc": spec.task_desc, "high_descs": [], "votes": []}]},
+        "gaca": {"generator_version": GENERATOR_VERSION, "split": spec.split, "seed": spec.seed, "index": spec.index},
+    }
+
+
+def solve_game(engine, game_file: str, task: TaskParams) -> list[str]:
+    """Plans a game with :func:`~gaca_envs.alfworld.solver.solve` and replays the plan in ``engine``.
+
+    Returns:
+        The plan if every command was admissible and the last one won the game, else ``[]``.
+    """
+    engine.load(game_file)
+    state = engine.reset()
+    try:
+        plan = solve(engine.static_facts() + state.facts, engine.entity_names(), task)
+    except NoPlanError:
+        return []
+    if not plan or len(plan) > MAX_WALKTHROUGH:
+        return []
+    for command in plan:
+        if command not in state.admissible_commands:
+            return []
+        state = engine.step(command)
+    return plan if state.won else []
+
+
+def write_game(data: AlfredData, spec: GameSpec, json_root: Path, engine) -> Path | None:
+    """Writes ``spec`` under ``json_root`` and keeps it only if solvable; returns the game file."""
+    game_dir = json_root / spec.relative_dir
+    game_dir.mkdir(parents=True, exist_ok=True)
+    game_file = game_dir / "game.tw-pddl"
+    (game_dir / "traj_data.json").write_text(json.dumps(_traj_data(spec), indent=2))
+    game = {
+        "pddl_domain": data.domain,
+        "grammar": data.grammar.replace("UNKNOWN GOAL", spec.task_desc),
+        "pddl_problem": problem_pddl(data, spec.scene, spec.task, spec.relative_dir.split("/")[-1]),
+        "solvable": None,
+        "walkthrough": None,
+    }
+    game_file.write_text(json.dumps(game))
+    walkthrough = solve_game(engine, str(game_file), spec.task)
+    if not walkthrough:
+        shutil.rmtree(game_dir)
+        return None
+    game["solvable"], game["walkthrough"] = True, walkthrough
+    game_file.write_text(json.dumps(game))
+    return game_file
+
+
+def _generate_range(args: tuple[str, str, int, Sequence[int]]) -> list[str]:
+    from gaca_envs.alfworld.engine import TextWorldEngine
+
+    out, split, seed, indices = args
+    data = load_alfred_data()
+    engine = TextWorldEngine()
+    json_root = Path(out) / "json_2.1.1"
+    written = []
+    for index in indices:
+        for attempt in range(MAX_ATTEMPTS):
+            spec = sample_game(data, split, seed, index, attempt)
+            if spec is None:
+                continue
+            game_file = write_game(data, spec, json_root, engine)
+            if game_file is not None:
+                written.append(str(game_file))
+                break
+        else:
+            raise RuntimeError(f"could not generate a solvable game for split={split} seed={seed} index={index}")
+    return written
+
+
+def generate(out: str | os.PathLike, num: int, seed: int = 0, split: str = "train", workers: int = 1) -> list[str]:
+    """Generates ``num`` solvable games of ``split`` under ``out/json_2.1.1/<split>``.
+
+    Args:
+        out: output folder (ALFWorld's ``$ALFWORLD_DATA`` layout).
+        num: number of games (game indices ``0 .. num-1``).
+        seed: generator seed; the same seed gives the same games, byte for byte.
+        split: ``train``, ``valid_seen`` or ``valid_unseen``.
+        workers: processes to use.
+
+    Returns:
+        The written ``game.tw-pddl`` paths, in index order.
+
+    Raises:
+        ValueError: for a bad split, count or worker number.
+    """
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
+    if num < 0:
+        raise ValueError(f"num must be >= 0, got {num}")
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    chunks = [list(range(num))[w::workers] for w in range(workers)]
+    jobs = [(str(out), split, seed, chunk) for chunk in chunks if chunk]
+    if workers == 1 or len(jobs) <= 1:
+        results = [_generate_range(job) for job in jobs]
+    else:
+        with ProcessPoolExecutor(max_workers=len(jobs)) as pool:
+            results = list(pool.map(_generate_range, jobs))
+    return sorted((f for chunk in results for f in chunk), key=lambda f: Path(f).parent.name)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Command line entry point of ``gaca-alfworld-generate``."""
+    parser = argparse.ArgumentParser(prog="gaca-alfworld-generate", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", required=True, help="output folder; games go to OUT/json_2.1.1/SPLIT/...")
+    parser.add_argument("--num", type=int, default=500, help="number of games (default: %(default)s)")
+    parser.add_argument("--seed", type=int, default=0, help="generator seed (default: %(default)s)")
+    parser.add_argument("--split", default="train", choices=SPLITS, help="split (default: %(default)s)")
+    parser.add_argument("--workers", type=int, default=1, help="parallel processes (default: %(default)s)")
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    files = generate(args.out, args.num, seed=args.seed, split=args.split, workers=args.workers)
+    elapsed = time.perf_counter() - start
+    sys.stdout.write(
+        f"wrote {len(files)} {args.split} games to {Path(args.out) / 'json_2.1.1' / args.split} "
+        f"in {elapsed:.1f} s ({len(files) / max(elapsed, 1e-9):.2f} games/s)\n"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

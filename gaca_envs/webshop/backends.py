@@ -1,0 +1,110 @@
+"""How the WebShop env reaches the shop: in-process (the Flask app, no sockets) or over HTTP.
+
+Both return ``(path, html)`` of the page a request ends on, following redirects, so the env sees
+identical pages either way. Errors are raised as ``WebShopServerError`` with what to do.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+
+class WebShopServerError(RuntimeError):
+    """The shop did not answer as expected (unreachable, restarted with other data, or an error page)."""
+
+
+class InProcessBackend:
+    """Requests pages from a Flask app through its test client: same app code, no network.
+
+    Args:
+        app: a WebShop app from ``webshop_server.create_app``.
+    """
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.client = app.test_client()
+
+    def request(self, method: str, path: str, data: dict | None = None) -> tuple[str, str]:
+        """Requests ``path`` and returns the final page's path and HTML.
+
+        Raises:
+            WebShopServerError: if the app answers with an error page.
+        """
+        response = self.client.open(path, method=method, data=data, follow_redirects=True)
+        html = response.get_data(as_text=True)
+        if response.status_code != 200:
+            raise WebShopServerError(f"WebShop app answered {response.status_code} for {method} {path[:200]}")
+        return unquote(response.request.path), html
+
+    def info(self) -> dict:
+        """The shop's ``/api/info`` (number of goals and splits)."""
+        return self.client.get("/api/info").get_json()
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+class HttpBackend:
+    """Requests pages from a running ``webshop-server`` over HTTP, reconnecting after a restart.
+
+    Args:
+        server_url: e.g. ``http://127.0.0.1:3000``.
+        timeout_s: per-request timeout.
+        reconnect_s: how long to keep retrying a refused or dropped connection before giving up.
+    """
+
+    def __init__(self, server_url: str, timeout_s: float = 10.0, reconnect_s: float = 5.0) -> None:
+        import requests
+
+        parts = urlsplit(server_url)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError(f"server_url must look like http://127.0.0.1:3000, got {server_url!r}")
+        self.base = f"{parts.scheme}://{parts.netloc}"
+        self.timeout_s = timeout_s
+        self.reconnect_s = reconnect_s
+        self.requests = requests
+        self.session = requests.Session()
+
+    def _send(self, method: str, path: str, data: dict | None) -> Any:
+        deadline = time.monotonic() + self.reconnect_s
+        delay = 0.05
+        while True:
+            try:
+                return self.session.request(method, self.base + path, data=data, timeout=self.timeout_s)
+            except (self.requests.ConnectionError, self.requests.Timeout) as e:
+                if time.monotonic() >= deadline:
+                    raise WebShopServerError(
+                        f"WebShop server at {self.base} is unreachable ({type(e).__name__}) after retrying for "
+                        f"{self.reconnect_s:.0f} s; start it with `webshop-server --port {urlsplit(self.base).port}` "
+                        "or pass another server_url"
+                    ) from e
+                time.sleep(delay)
+                delay = min(delay * 2, 0.5)
+                self.session.close()
+                self.session = self.requests.Session()
+
+    def request(self, method: str, path: str, data: dict | None = None) -> tuple[str, str]:
+        """Requests ``path`` and returns the final page's path and HTML.
+
+        Raises:
+            WebShopServerError: if the server stays unreachable or answers with an error page.
+        """
+        response = self._send(method, path, data)
+        if response.status_code != 200:
+            raise WebShopServerError(f"WebShop server answered {response.status_code} for {method} {path[:200]}")
+        return unquote(urlsplit(response.url).path), response.text
+
+    def info(self) -> dict:
+        """The shop's ``/api/info`` (number of goals and splits)."""
+        response = self._send("GET", "/api/info", None)
+        if response.status_code != 200:
+            raise WebShopServerError(
+                f"{self.base}/api/info answered {response.status_code}; is this a webshop-server of this project?"
+            )
+        return response.json()
+
+    def close(self) -> None:
+        """Closes the HTTP connection pool."""
+        self.session.close()

@@ -1,0 +1,326 @@
+"""``GACA-WebShop-v0``: WebShop as a Gymnasium text environment (DESIGN.md contract 1).
+
+Observation: the current page as text. ``observation_mode="text"`` is the original's visible
+text joined by ``" [SEP] "``; ``"text_rich"`` marks buttons and clicked options; ``"html"`` is
+the raw page.
+
+Actions: ``search[<query>]`` on the start page and ``click[<button, product or option>]``
+elsewhere; ``info["admissible_actions"]`` lists them (``search[<query>]`` stands for any query).
+A query is 1-256 printable ASCII characters without ``<``, ``>``, ``[``, ``]``, ``{``, ``}``.
+Anything else, or a click on something not on the page, is a step that changes nothing:
+the observation stays the same page and ``info["action_valid"]`` is False.
+
+Reward: ``reward_on_success`` (10) when the purchase scores 1.0, else 0; the task score in
+[0, 1] is ``info["score"]`` and its breakdown ``info["score_breakdown"]``.
+
+Episode end: terminated on "Buy Now"; truncated after ``max_steps`` (15) steps.
+
+Backend: in-process by default (the Flask app through its test client: no sockets); with
+``server_url=`` a running ``webshop-server`` over HTTP. Both read the same HTML, so they give the
+same observations.
+
+Tasks: ``reset(options={"task_id": n})`` (or ``"fixed_<n>"``) plays goal ``n`` of the shop's goal
+list; without a task id a goal of ``split`` is drawn with the env's seeded generator.
+
+Versions: v0 (this) is the first.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+from gymnasium import spaces
+
+from gaca_envs.anchors import anchor_digest
+from gaca_envs.webshop.backends import HttpBackend, InProcessBackend, WebShopServerError
+from gaca_envs.webshop.pages import Clickable, Page, parse_page
+
+OBSERVATION_MODES = ("text", "text_rich", "html")
+SPLITS = ("train", "eval", "test", "all")
+ACTION = re.compile(r"(search|click)\[(.+)\]", re.DOTALL)
+QUERY = re.compile(r"[ -~]{1,256}")  # printable ASCII
+QUERY_FORBIDDEN = re.compile(r"[<>\[\]{}]")
+TASK_ID = re.compile(r"(?:fixed_)?(\d{1,9})")
+SEARCH_PLACEHOLDER = "search[<query>]"
+
+
+@dataclass(frozen=True)
+class Move:
+    """What an accepted action does: ``verb`` (open/search/click) on ``target``, as a request."""
+
+    verb: str
+    target: str
+    method: str
+    url: str
+    form: dict | None = None
+    clickable: Clickable | None = None
+
+
+class UnicodeText(spaces.Text):
+    """A ``Text`` space whose members may hold any Unicode character (product pages do).
+
+    Sampling still draws from ``charset``; membership only checks type and length.
+    """
+
+    def contains(self, x: Any) -> bool:
+        return isinstance(x, str) and self.min_length <= len(x) <= self.max_length
+
+
+def canonical_state(page: Page) -> list[str]:
+    """The page state the anchor key digests: kind, query, results page, product, options, sub-page.
+
+    Read from the page's URL, so two paths to the same page give the same parts. Options are
+    sorted; the query is the lowercased keywords joined by single spaces.
+    """
+    parts = page.url.lstrip("/").split("/")
+    kind = page.kind
+    query = results_page = asin = options = sub_page = ""
+    if kind == "search_results" and len(parts) == 4:
+        query, results_page = _normalise_query(parts[2]), parts[3]
+    elif kind in ("item_page", "item_sub_page") and len(parts) >= 6:
+        asin, query, results_page = parts[2], _normalise_query(parts[3]), parts[4]
+        sub_page = parts[5] if kind == "item_sub_page" else ""
+        options = _normalise_options(parts[-1])
+    elif kind == "done" and len(parts) == 4:
+        asin, options = parts[2], _normalise_options(parts[3])
+    return [kind, query, results_page, asin, options, sub_page]
+
+
+def _normalise_query(text: str) -> str:
+    words = re.findall(r"[^\s'\",\[\]+]+", text.lower())
+    return " ".join(words)
+
+
+def _normalise_options(text: str) -> str:
+    pairs = re.findall(r"'([^']*)':\s*'([^']*)'", text)
+    return ";".join(f"{k}={v}" for k, v in sorted(pairs))
+
+
+class WebShopEnv(gym.Env):
+    """WebShop text environment. See the module docstring for observations, actions and rewards.
+
+    Args:
+        observation_mode: ``"text"``, ``"text_rich"`` or ``"html"``.
+        split: goals drawn when reset has no task id: ``"train"``, ``"eval"``, ``"test"`` or ``"all"``.
+        server_url: a running ``webshop-server``; ``None`` runs the shop in-process.
+        app: an existing WebShop Flask app to use in-process (shares its catalog and index).
+        shop_config: a ``webshop_server.ShopConfig`` (or dict of its fields) for the in-process shop.
+        max_steps: steps before truncation.
+        reward_on_success: reward when the purchase scores 1.0.
+        session_prefix: prepended to ``fixed_<n>`` session ids (must end with ``_`` if given).
+        request_timeout_s: HTTP request timeout.
+        reconnect_s: how long the HTTP backend retries a lost connection before raising.
+    """
+
+    metadata = {"render_modes": ["ansi"]}
+
+    def __init__(
+        self,
+        observation_mode: str = "text",
+        split: str = "train",
+        server_url: str | None = None,
+        app: Any = None,
+        shop_config: Any = None,
+        max_steps: int = 15,
+        reward_on_success: float = 10.0,
+        session_prefix: str = "",
+        request_timeout_s: float = 10.0,
+        reconnect_s: float = 5.0,
+        render_mode: str | None = None,
+    ) -> None:
+        if observation_mode not in OBSERVATION_MODES:
+            raise ValueError(f"observation_mode must be one of {OBSERVATION_MODES}, got {observation_mode!r}")
+        if split not in SPLITS:
+            raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+        if max_steps < 1:
+            raise ValueError(f"max_steps must be >= 1, got {max_steps}")
+        if session_prefix and not re.fullmatch(r"[A-Za-z0-9-]{1,40}_", session_prefix):
+            raise ValueError(f"session_prefix must be letters, digits or '-' ending with '_', got {session_prefix!r}")
+        if server_url is not None and (app is not None or shop_config is not None):
+            raise ValueError("pass either server_url (HTTP backend) or app/shop_config (in-process), not both")
+        self.observation_mode = observation_mode
+        self.split = split
+        self.max_steps = max_steps
+        self.reward_on_success = reward_on_success
+        self.session_prefix = session_prefix
+        self.render_mode = render_mode
+        self.backend = self._make_backend(server_url, app, shop_config, request_timeout_s, reconnect_s)
+        shop_info = self.backend.info()
+        self.n_goals = int(shop_info["n_goals"])
+        start, stop = shop_info["splits"][split]
+        if start >= stop:
+            raise ValueError(f"split {split!r} has no goals in this shop ({self.n_goals} goals); use split='all'")
+        self.split_range = range(start, stop)
+        self.observation_space = UnicodeText(max_length=2_000_000, min_length=0)
+        self.action_space = UnicodeText(max_length=4096, min_length=1)
+        self._page: Page | None = None
+        self._task: dict[str, Any] = {}
+        self._steps = 0
+        self._done = True
+        self._visited: set[str] = set()
+
+    def _make_backend(
+        self, server_url: str | None, app: Any, shop_config: Any, timeout_s: float, reconnect_s: float
+    ) -> Any:
+        """The backend pages come from: HTTP to ``server_url``, else the app in-process."""
+        if server_url is not None:
+            return HttpBackend(server_url, timeout_s, reconnect_s)
+        if app is None:
+            from webshop_server import create_app
+
+            app = create_app(shop_config)
+        return InProcessBackend(app)
+
+    # ------------------------------------------------------------------ gym API
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None) -> tuple[str, dict]:
+        """Starts an episode on ``options["task_id"]`` (goal index or ``"fixed_<n>"``), else a goal of the split.
+
+        Raises:
+            ValueError: for a task id that names no goal.
+            WebShopServerError: if the shop cannot be reached.
+        """
+        super().reset(seed=seed)
+        task_id = (options or {}).get("task_id")
+        if task_id is None:
+            goal = int(self.split_range[int(self.np_random.integers(len(self.split_range)))])
+        else:
+            goal = self._goal_index(task_id)
+        session_id = f"{self.session_prefix}fixed_{goal}"
+        path, html = self._fetch(Move("open", session_id, "GET", f"/{session_id}"))
+        page = parse_page(html, path)
+        if page.instruction is None:
+            raise WebShopServerError(
+                f"start page of session {session_id} has no #instruction-text; is this a WebShop?"
+            )
+        self._task = {"task": page.instruction, "task_id": f"fixed_{goal}", "session_id": session_id}
+        self._page = page
+        self._steps = 0
+        self._done = False
+        self._visited = set()
+        return self._observation(), self._info(action_valid=True, score=0.0)
+
+    def _goal_index(self, task_id: Any) -> int:
+        m = (
+            TASK_ID.fullmatch(str(task_id))
+            if isinstance(task_id, (int, str)) and not isinstance(task_id, bool)
+            else None
+        )
+        if m is None or int(m.group(1)) >= self.n_goals:
+            raise ValueError(f"task_id must be a goal index 0..{self.n_goals - 1} or 'fixed_<n>', got {task_id!r}")
+        return int(m.group(1))
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict]:
+        """Plays one action. See the module docstring.
+
+        Raises:
+            TypeError: if ``action`` is not a string.
+            RuntimeError: if the episode has ended (call reset).
+            WebShopServerError: if the shop is unreachable or no longer serves this episode's goal.
+        """
+        if not isinstance(action, str):
+            raise TypeError(
+                f"action must be a str such as 'search[red shoes]' or 'click[buy now]', got {type(action).__name__}"
+            )
+        if self._done or self._page is None:
+            raise RuntimeError("step() called after the episode ended; call reset() first")
+        self._steps += 1
+        move = self._resolve(action)
+        if move is not None:
+            self._navigate(move)
+        page = self._page
+        terminated = page.kind == "done"
+        score = float(page.reward) if terminated and page.reward is not None else 0.0
+        won = terminated and score >= 1.0 - 1e-9
+        truncated = not terminated and self._steps >= self.max_steps
+        self._done = terminated or truncated
+        reward = self.reward_on_success if won else 0.0
+        info = self._info(action_valid=move is not None, score=score, won=won)
+        if terminated and page.reward_info is not None:
+            info["score_breakdown"] = page.reward_info
+        return self._observation(), reward, terminated, truncated, info
+
+    def _resolve(self, action: str) -> Move | None:
+        """What a well-formed, admissible action does; ``None`` for any other action."""
+        if len(action) > 4096:
+            return None
+        m = ACTION.fullmatch(action.strip())
+        if m is None:
+            return None
+        verb, arg = m.group(1), m.group(2)
+        page = self._page
+        if verb == "search":
+            query = arg.strip()
+            if page.search_url is None or not QUERY.fullmatch(query) or QUERY_FORBIDDEN.search(query):
+                return None
+            return Move("search", query, "POST", page.search_url, {"search_query": query})
+        key = arg.strip().lower() if arg.strip().lower() in page.clickables else arg.strip()
+        clickable = page.clickables.get(key)
+        if clickable is None or key == "search":
+            return None
+        if clickable.kind == "link":
+            self._visited.add(key.upper())
+        return Move("click", key, clickable.method, clickable.url, None, clickable)
+
+    def _fetch(self, move: Move) -> tuple[str, str]:
+        """Performs a move; returns the path and HTML of the page it ends on."""
+        return self.backend.request(move.method, move.url, move.form)
+
+    def _navigate(self, move: Move) -> None:
+        path, html = self._fetch(move)
+        page = parse_page(html, path)
+        if page.kind != "done" and page.instruction != self._task["task"]:
+            raise WebShopServerError(
+                f"the shop now shows another instruction for session {self._task['session_id']} "
+                f"({page.instruction!r:.80} instead of {self._task['task']!r:.80}); was the server restarted "
+                "with another catalog or goal file? Reset the env against a consistent server"
+            )
+        self._page = page
+
+    # ------------------------------------------------------------------ observations and info
+
+    def _observation(self) -> str:
+        page = self._page
+        if self.observation_mode == "html":
+            return page.html
+        if self.observation_mode == "text_rich":
+            return page.text_rich(self._visited)
+        return page.text()
+
+    def admissible_actions(self) -> list[str]:
+        """The actions the current page accepts (``search[<query>]`` stands for any query)."""
+        page = self._page
+        if page is None or self._done:
+            return []
+        actions = [SEARCH_PLACEHOLDER] if page.search_url is not None else []
+        actions += [f"click[{key}]" for key in page.clickables if key != "search"]
+        return actions
+
+    def _info(self, action_valid: bool, score: float, won: bool = False) -> dict:
+        observation = self._observation()
+        return {
+            "task": self._task["task"],
+            "task_id": self._task["task_id"],
+            "admissible_actions": self.admissible_actions(),
+            "anchor_key": anchor_digest("webshop", canonical_state(self._page)),
+            "anchor_text": observation,
+            "action_valid": action_valid,
+            "won": won,
+            "score": score,
+            "page": self._page.kind,
+            "url": self._page.url,
+        }
+
+    def render(self) -> str | None:
+        """Returns the current observation text (``render_mode="ansi"``)."""
+        if self.render_mode == "ansi" and self._page is not None:
+            return self._observation()
+        return None
+
+    def close(self) -> None:
+        """Releases the backend's connections."""
+        self.backend.close()
+        super().close()

@@ -1,0 +1,109 @@
+"""Benchmark of GACA-ALFWorld-v0: reset time, steps per second, games generated per second.
+
+Generates ALFWorld-sized games (all task types, every room kind) into a temporary folder,
+then measures with the TextWorld engine:
+- generation: games per second (Fast Downward-free solver + TextWorld replay check);
+- one process: time of a reset that loads a new game, of a reset of the same game, and steps
+  per second over episodes of random admissible and invalid commands;
+- ``gymnasium.vector.AsyncVectorEnv`` of 8 envs: env steps per second (all envs together).
+
+Usage: python scripts/bench_alfworld.py [--games 12] [--steps 50] [--seed 0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import gymnasium as gym
+
+import gaca_envs  # noqa: F401  (registers GACA-ALFWorld-v0)
+from gaca_envs.alfworld.generate import generate
+
+
+def _policy(rng: random.Random, admissible: list[str]) -> str:
+    # Mostly admissible commands, sometimes junk, as an untrained agent would send.
+    return rng.choice(admissible) if rng.random() < 0.8 else "do something odd"
+
+
+def bench_single(root: Path, task_ids: list[str], steps: int, seed: int) -> dict[str, float]:
+    env = gym.make("GACA-ALFWorld-v0", data_path=str(root))
+    rng = random.Random(seed)
+    load_resets, same_resets, step_times = [], [], []
+    for task_id in task_ids:
+        t = time.perf_counter()
+        obs, info = env.reset(options={"task_id": task_id})
+        load_resets.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        obs, info = env.reset(options={"task_id": task_id})
+        same_resets.append(time.perf_counter() - t)
+        for _ in range(steps):
+            t = time.perf_counter()
+            obs, reward, terminated, truncated, info = env.step(_policy(rng, info["admissible_actions"]))
+            step_times.append(time.perf_counter() - t)
+            if terminated or truncated:
+                obs, info = env.reset(options={"task_id": task_id})
+    env.close()
+    return {
+        "reset_new_game_s": statistics.mean(load_resets),
+        "reset_same_game_s": statistics.mean(same_resets),
+        "steps_per_s": len(step_times) / sum(step_times),
+    }
+
+
+def bench_vector(root: Path, task_ids: list[str], steps: int, seed: int, num_envs: int = 8) -> dict[str, float]:
+    vec = gym.vector.AsyncVectorEnv(
+        [lambda: gym.make("GACA-ALFWorld-v0", data_path=str(root)) for _ in range(num_envs)], shared_memory=False
+    )
+    rng = random.Random(seed)
+    env_steps, elapsed = 0, 0.0
+    for task_id in task_ids:
+        obs, info = vec.reset(options={"task_id": task_id})
+        t = time.perf_counter()
+        for _ in range(steps):
+            actions = tuple(_policy(rng, list(a)) for a in info["admissible_actions"])
+            obs, reward, terminated, truncated, info = vec.step(actions)
+            env_steps += num_envs
+        elapsed += time.perf_counter() - t
+    vec.close()
+    return {"vector_env_steps_per_s": env_steps / elapsed}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--games", type=int, default=12, help="games to generate and play (default: %(default)s)")
+    parser.add_argument("--steps", type=int, default=50, help="steps per game (default: %(default)s)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--vector-games", type=int, default=3, help="games played by the vector env")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        t = time.perf_counter()
+        files = generate(root, args.games, seed=args.seed, split="train", workers=1)
+        gen_s = time.perf_counter() - t
+        task_ids = ["/".join(Path(f).parent.parts[-3:]) for f in files]
+        objects_section = [json.loads(Path(f).read_text())["pddl_problem"].split("(:init")[0] for f in files]
+        receptacles = [text.count(" - receptacle") for text in objects_section]
+        objects = [text.count(" - object") for text in objects_section]
+        print(
+            f"games: {len(files)}; receptacles per game: {min(receptacles)}-{max(receptacles)} "
+            f"(mean {statistics.mean(receptacles):.1f}); objects: {min(objects)}-{max(objects)} "
+            f"(mean {statistics.mean(objects):.1f})"
+        )
+        print(f"generation: {len(files) / gen_s:.2f} games/s (1 process)")
+        single = bench_single(root, task_ids, args.steps, args.seed)
+        print(
+            f"one process: reset (new game) {single['reset_new_game_s']:.2f} s, "
+            f"reset (same game) {single['reset_same_game_s']:.2f} s, {single['steps_per_s']:.1f} steps/s"
+        )
+        vector = bench_vector(root, task_ids[: args.vector_games], args.steps, args.seed)
+        print(f"AsyncVectorEnv x8: {vector['vector_env_steps_per_s']:.1f} env steps/s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,136 @@
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gaca_envs.alfworld.alfred_data import TASK_TYPES, load_alfred_data
+from gaca_envs.alfworld.generate import generate, is_held_out, main, sample_game
+from gaca_envs.alfworld.pddl import mangle
+from gaca_envs.alfworld.scenes import LAMPS, MAX_OBJECTS, MAX_RECEPTACLES
+
+
+def _specs(split, n, seed=0):
+    data = load_alfred_data()
+    specs = []
+    for index in range(n):
+        for attempt in range(30):
+            spec = sample_game(data, split, seed, index, attempt)
+            if spec is not None:
+                specs.append(spec)
+                break
+    assert len(specs) == n
+    return specs
+
+
+def test_fixture_covers_every_task_type_and_room_kind(games):
+    assert {g["traj"]["task_type"] for g in games} == set(TASK_TYPES.values())
+    assert {g["traj"]["scene"]["room_type"] for g in games} == {"Kitchen", "LivingRoom", "Bedroom", "Bathroom"}
+
+
+def test_games_are_in_alfworlds_layout_solvable_with_stored_walkthrough(games):
+    data = load_alfred_data()
+    for g in games:
+        game, traj = g["game"], g["traj"]
+        assert game["pddl_domain"] == data.domain
+        assert game["solvable"] is True and 0 < len(game["walkthrough"]) <= 40
+        params = traj["pddl_params"]
+        assert set(params) == {"object_target", "parent_target", "toggle_target", "mrecep_target", "object_sliced"}
+        # The task phrase is one of ALFWorld's templates for the type, filled like ALFWorld fills it.
+        phrases = {
+            t.format(
+                obj=params["object_target"].lower(),
+                recep=params["parent_target"].lower(),
+                toggle=params["toggle_target"].lower(),
+                mrecep="",
+            )
+            for t in data.goal_templates[traj["task_type"]]
+        }
+        task = traj["turk_annotations"]["anns"][0]["task_desc"]
+        assert task in phrases
+        assert game["grammar"] == data.grammar.replace("UNKNOWN GOAL", task)
+        target = params["parent_target"] or params["toggle_target"]
+        assert f"{target}Type" in game["pddl_problem"].split("(:goal", 1)[1]
+        assert g["file"].parent.parent.name.startswith(f"{traj['task_type']}-{params['object_target']}-None-{target}-")
+
+
+def test_same_seed_gives_identical_files(tmp_path, game_files):
+    again = generate(tmp_path, 2, seed=6, split="train")
+    for new, old in zip(again, game_files[:2], strict=True):
+        new_dir, old_dir = type(old)(new).parent, old.parent
+        assert new_dir.name == old_dir.name
+        for name in ("game.tw-pddl", "traj_data.json"):
+            assert (new_dir / name).read_bytes() == (old_dir / name).read_bytes()
+    seed6 = [s.relative_dir for s in _specs("train", 2, seed=6)]
+    assert seed6 == ["/".join(f.parent.parts[-3:]) for f in game_files[:2]]
+    assert [s.relative_dir for s in _specs("train", 2, seed=7)] != seed6
+
+
+def test_scenes_are_alfworld_sized_and_follow_alfreds_placement_rules():
+    data = load_alfred_data()
+    for spec in _specs("train", 36) + _specs("valid_unseen", 12):
+        scene = spec.scene
+        assert 3 <= len(scene.receptacles) <= MAX_RECEPTACLES
+        assert 1 <= len(scene.objects) <= MAX_OBJECTS + 2
+        types = {r.rid: r.rtype for r in scene.receptacles}
+        for obj in scene.objects:
+            if obj.otype in LAMPS:
+                continue
+            assert obj.otype in data.receptacle_objects[types[obj.receptacle]], (obj, types[obj.receptacle])
+        # The goal does not hold at the start: no target object starts in a target receptacle.
+        if spec.task.parent_target:
+            for obj in scene.objects:
+                if obj.otype == spec.task.object_target:
+                    assert types[obj.receptacle] != spec.task.parent_target
+        assert len({r.location for r in scene.receptacles}) == len(scene.receptacles)
+        ids = [r.rid for r in scene.receptacles] + [o.oid for o in scene.objects]
+        assert len(set(ids)) == len(ids)
+
+
+def test_scenes_have_closed_containers_and_distractors():
+    specs = _specs("train", 24)
+    kitchens = [s for s in specs if s.scene.room == "Kitchen"]
+    assert kitchens
+    for spec in kitchens:
+        assert any(r.rtype in ("Fridge", "Cabinet", "Drawer", "Microwave") for r in spec.scene.receptacles)
+        assert len({o.otype for o in spec.scene.objects}) >= 8  # many objects besides the target
+    # Openable receptacles start closed: the problem has no "opened" fact.
+    data = load_alfred_data()
+    from gaca_envs.alfworld.pddl import problem_pddl
+
+    text = problem_pddl(data, kitchens[0].scene, kitchens[0].task, "t")
+    assert "(openable " in text and "(opened " not in text
+    assert f"(objectType {mangle(kitchens[0].scene.objects[0].oid)} " in text
+
+
+def test_valid_unseen_layouts_and_combinations_are_absent_from_train():
+    data = load_alfred_data()
+    train, seen, unseen = _specs("train", 60), _specs("valid_seen", 18), _specs("valid_unseen", 30)
+
+    def combo(s):
+        return (s.task.task_type, s.task.object_target, s.task.parent_target or s.task.toggle_target)
+
+    assert {s.scene.scene_num for s in unseen} <= set(data.test_scenes)
+    assert {s.scene.scene_num for s in train + seen} <= set(data.train_scenes)
+    assert all(is_held_out(*combo(s)) for s in unseen)
+    assert not any(is_held_out(*combo(s)) for s in train + seen)
+    assert {s.scene.room for s in unseen} == {"Kitchen", "LivingRoom", "Bedroom", "Bathroom"}
+    # valid_seen draws different games from train over the same layouts.
+    assert {s.relative_dir.split("/", 1)[1] for s in seen}.isdisjoint({s.relative_dir.split("/", 1)[1] for s in train})
+
+
+def test_generate_rejects_bad_arguments(tmp_path):
+    with pytest.raises(ValueError, match="split must be one of train, valid_seen, valid_unseen, got 'test'"):
+        generate(tmp_path, 1, split="test")
+    with pytest.raises(ValueError, match="num must be >= 0, got -1"):
+        generate(tmp_path, -1)
+    with pytest.raises(ValueError, match="workers must be >= 1, got 0"):
+        generate(tmp_path, 1, workers=0)
+
+
+def test_cli_writes_games(tmp_path, capsys):
+    assert main(["--out", str(tmp_path), "--num", "1", "--seed", "6", "--split", "train"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"wrote 1 train games to {tmp_path / 'json_2.1.1' / 'train'}")
+    (game_file,) = (tmp_path / "json_2.1.1" / "train").glob("*/*/game.tw-pddl")
+    assert json.loads(game_file.read_text())["solvable"] is True

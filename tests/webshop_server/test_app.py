@@ -1,0 +1,186 @@
+"""The Flask app: pages, URL scheme, element ids, errors, escaping, bounds and sessions."""
+
+from __future__ import annotations
+
+import re
+import resource
+import threading
+from urllib.parse import quote
+
+import pytest
+
+from webshop_server import create_app
+from webshop_server.sessions import SessionStore, goal_index_for
+
+
+def search(client, session_id: str, query: str):
+    return client.post(f"/{session_id}", data={"search_query": query}, follow_redirects=True)
+
+
+def test_start_page_has_instruction_and_search_box(client, shop):
+    html = client.get("/fixed_3").get_data(as_text=True)
+    assert 'id="instruction-text"' in html and 'id="search_input"' in html and 'name="search_query"' in html
+    assert shop.goals[3]["instruction_text"] in html
+    assert client.get("/").headers["Location"].endswith("/abc")
+
+
+def test_results_page_scheme_paging_and_classes(client):
+    response = search(client, "fixed_0", "Black shirt")
+    html = response.get_data(as_text=True)
+    assert response.request.path == "/search_results/fixed_0/['black', 'shirt']/1"
+    assert "Page 1 (Total results: 50)" in html
+    assert html.count('class="product-link"') == 10
+    assert "Next &gt;" in html and "&lt; Prev" not in html and 'class="btn btn-success">Back to Search' in html
+    page5 = client.get("/search_results/fixed_0/" + quote("['black', 'shirt']") + "/5").get_data(as_text=True)
+    assert "Page 5 (Total results: 50)" in page5 and "Next &gt;" not in page5 and "&lt; Prev" in page5
+    # The original's other keyword form, words joined by '+', gives the same results.
+    plus = client.get("/search_results/fixed_0/black+shirt/1").get_data(as_text=True)
+    assert re.findall(r'class="product-link"[^>]*>(\w+)<', plus) == re.findall(
+        r'class="product-link"[^>]*>(\w+)<', html
+    )
+
+
+def test_item_page_options_sub_pages_and_buy(client, shop):
+    goal = shop.goals[0]
+    product = shop.catalog.by_asin[goal["asin"]]
+    opts = repr(dict(sorted(goal["goal_options"].items())))
+    base = f"/item_page/fixed_0/{goal['asin']}/{quote(str(['x']))}/1/"
+    html = client.get(base + quote(opts)).get_data(as_text=True)
+    for name, values in product["options"].items():
+        for value in values:
+            checked = " checked" if goal["goal_options"].get(name) == value else ""
+            assert f'name="{name}" value="{value}" data-url=' in html
+            assert re.search(rf'name="{re.escape(name)}" value="{re.escape(value)}" data-url="[^"]*"{checked}>', html)
+    assert "Buy Now" in html and "Description" in html and "Features" in html and "Reviews" in html
+    for sub, needle in (("Description", product["Description"][:30]), ("Features", product["BulletPoints"][0][:30]),
+                        ("Attributes", product["Attributes"][0])):  # fmt: skip
+        url = f"/item_sub_page/fixed_0/{goal['asin']}/{quote(str(['x']))}/1/{sub}/{quote(opts)}"
+        page = client.post(url).get_data(as_text=True)
+        assert needle.replace("'", "&#39;").replace("&", "&amp;")[:20] in page or needle[:20] in page
+        assert "&lt; Prev" in page
+    done = client.post(f"/done/fixed_0/{goal['asin']}/{quote(opts)}").get_data(as_text=True)
+    assert re.search(r'id="reward">Your score \(min 0.0, max 1.0\)<pre>1.0</pre>', done)
+    assert 'id="reward_info"' in done and '"r_type": 1.0' in done
+
+
+@pytest.mark.parametrize(
+    ("url", "status"),
+    [
+        ("/fixed_999999", 404),  # no such goal
+        ("/bad.session", 404),
+        ("/favicon.ico", 404),
+        ("/search_results/fixed_0/['shirt']/7", 404),  # beyond the last page
+        ("/search_results/fixed_0/['shirt']/0", 404),
+        ("/search_results/fixed_0/['shirt']/x", 404),
+        ("/search_results/fixed_0/[1, 2]/1", 400),
+        ("/search_results/fixed_0/['unterminated/1", 400),
+        ("/item_page/fixed_0/B0NOSUCHXX/['x']/1/{}", 404),
+        ("/item_page/fixed_0/{asin}/['x']/1/{'color': 'no such colour'}", 404),
+        ("/item_page/fixed_0/{asin}/['x']/1/__import__('os')", 400),
+        ("/item_sub_page/fixed_0/{asin}/['x']/1/Secrets/{}", 404),
+        ("/done/fixed_0/B0NOSUCHXX/{}", 404),
+        ("/a/b/c/d/e/f/g/h/i", 404),
+    ],
+)
+def test_unknown_things_give_error_pages_not_tracebacks(client, shop, url, status):
+    url = url.replace("{asin}", shop.goals[0]["asin"])
+    response = client.get(quote(url))
+    assert response.status_code == status
+    html = response.get_data(as_text=True)
+    assert 'id="error"' in html and "Traceback" not in html
+
+
+def test_user_text_is_escaped_everywhere(client):
+    payload = "shirt <script>alert(1)</script> \"'><img src=x onerror=alert(2)>"
+    response = search(client, "fixed_0", payload)
+    html = response.get_data(as_text=True)
+    assert "<script>alert" not in html and "<img src=x" not in html
+    # The keywords travel on in every link and form of the page, escaped.
+    assert "&lt;script&gt;" in html or "%3Cscript%3E" in html
+    error = client.get("/item_sub_page/fixed_0/B0X/['x']/1/" + quote("<b>x</b>") + "/{}").get_data(as_text=True)
+    assert "<b>x</b>" not in error
+
+
+def test_request_bounds(app, client):
+    too_long = search(client, "fixed_0", "a" * 501)
+    assert too_long.status_code == 400 and "longer than 500" in too_long.get_data(as_text=True)
+    assert search(client, "fixed_0", "   ").status_code == 400
+    big = client.post("/fixed_0", data={"search_query": "x" * 100_000})
+    assert big.status_code == 413
+    assert client.get("/fixed_0/" + "a" * 5000).status_code == 414
+    assert (
+        create_app({"max_query_chars": 10}, shop=app.extensions["webshop"])
+        .test_client()
+        .post("/fixed_0", data={"search_query": "a" * 11})
+        .status_code
+        == 400
+    )
+
+
+def test_session_ids_select_goals():
+    assert goal_index_for("fixed_12", 100) == 12
+    assert goal_index_for("env3_fixed_12", 100) == 12  # the original's session_prefix form
+    assert goal_index_for("fixed_100", 100) is None
+    assert goal_index_for("abc", 100) == goal_index_for("abc", 100) is not None
+    assert goal_index_for("a/b", 100) is None and goal_index_for("x" * 65, 100) is None
+
+
+def test_sessions_expire_end_and_stay_bounded():
+    store = SessionStore(n_goals=10, ttl_s=5.0, max_sessions=1000)
+    store.get("a", now=0.0)
+    store.get("b", now=3.0)
+    store.get("a", now=4.0)  # refreshes a
+    store.get("c", now=8.5)  # b idle 5.5 s: expired; a idle 4.5 s: kept
+    assert len(store) == 2
+    store.end("a")
+    assert len(store) == 1
+    for i in range(10_000):  # 10,000 episodes: memory stays bounded by max_sessions
+        store.get(f"s{i}", now=10.0)
+        if i % 2:
+            store.end(f"s{i}")
+    assert 999 <= len(store) <= 1000
+
+
+def test_sessions_are_thread_safe():
+    store = SessionStore(n_goals=50, ttl_s=60.0, max_sessions=100_000)
+    errors = []
+
+    def worker(t: int) -> None:
+        try:
+            for i in range(2000):
+                session = store.get(f"t{t}_fixed_{i % 50}")
+                assert session.goal_index == i % 50
+                if i % 3 == 0:
+                    store.end(session.session_id)
+        except Exception as e:  # noqa: BLE001 - collected and asserted below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(store) <= 8 * 50
+
+
+@pytest.mark.slow
+def test_memory_stays_flat_over_10000_episodes(app, client, shop):
+    sessions = app.extensions["webshop_sessions"]
+    before = len(sessions)
+
+    def episodes(start: int, stop: int) -> None:
+        for n in range(start, stop):
+            goal = n % 500
+            assert client.get(f"/ep{n}_fixed_{goal}").status_code == 200
+            assert client.post(f"/done/ep{n}_fixed_{goal}/{shop.goals[goal]['asin']}/{{}}").status_code == 200
+
+    episodes(0, 2000)  # warm-up: caches, allocator pools
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    episodes(2000, 10_000)
+    assert len(sessions) == before  # every episode's session ended with its purchase
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak < 20 * 1024
+
+
+def test_api_info(client, shop):
+    info = client.get("/api/info").get_json()
+    assert info["n_goals"] == len(shop.goals) and info["splits"]["eval"] == [500, 1500]

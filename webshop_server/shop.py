@@ -1,0 +1,87 @@
+"""The shop's resources (catalog, search index, goals, scorer) and how to build them from a config."""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass, field
+
+from webshop_server.catalog import Catalog, load_catalog
+from webshop_server.goals import build_goals, read_goals
+from webshop_server.reward import TitleNouns, score_purchase
+from webshop_server.search import SEARCH_RETURN_N, SearchIndex
+
+PRODUCTS_PER_PAGE = 10
+SUB_PAGES = ("Description", "Features", "Reviews", "Attributes")
+
+
+@dataclass
+class ShopConfig:
+    """Settings of a WebShop server (and of the in-process shop an env builds)."""
+
+    catalog: str = field(default="embedded", metadata={"help": "'embedded' or a folder of original data files"})
+    n_products: int = field(default=1000, metadata={"help": "size of the embedded catalog"})
+    seed: int = field(default=0, metadata={"help": "seed of the embedded catalog and its goals"})
+    goals_file: str | None = field(default=None, metadata={"help": "read goals from this file (write_goals format)"})
+    cache_dir: str | None = field(default=None, metadata={"help": "search index cache; None: default, '': off"})
+    session_ttl_s: float = field(default=600.0, metadata={"help": "idle seconds before a session expires"})
+    max_sessions: int = field(default=100_000, metadata={"help": "most sessions kept at once"})
+    max_query_chars: int = field(default=500, metadata={"help": "longest search query accepted"})
+    max_request_bytes: int = field(default=64 * 1024, metadata={"help": "largest request body accepted"})
+    max_url_chars: int = field(default=4096, metadata={"help": "longest request path accepted"})
+    show_attrs: bool = field(default=False, metadata={"help": "show the Attributes button on item pages"})
+    title_nouns: str = field(default="auto", metadata={"help": "'auto' (spaCy if installed), or 'fallback'"})
+
+    def __post_init__(self) -> None:
+        if self.catalog != "embedded" and not os.path.isdir(self.catalog):
+            raise ValueError(
+                f"catalog must be 'embedded' or an existing folder of original WebShop files, got {self.catalog!r}"
+            )
+        for name in ("n_products", "max_sessions", "max_query_chars", "max_request_bytes", "max_url_chars"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.session_ttl_s <= 0:
+            raise ValueError(f"session_ttl_s must be > 0, got {self.session_ttl_s}")
+        if self.title_nouns not in ("auto", "fallback"):
+            raise ValueError(f"title_nouns must be 'auto' or 'fallback', got {self.title_nouns!r}")
+
+
+class Shop:
+    """Catalog, search index, goals and scorer of one shop; shared by every request of a process.
+
+    Args:
+        catalog: the products.
+        index: the catalog's search index.
+        goals: the goals, in their published order.
+        nouns: the title-noun extractor the reward uses.
+    """
+
+    def __init__(self, catalog: Catalog, index: SearchIndex, goals: list[dict], nouns: TitleNouns) -> None:
+        if not goals:
+            raise ValueError(
+                f"catalog {catalog.source!r} yields no goals; it needs products with instruction attributes"
+            )
+        self.catalog = catalog
+        self.index = index
+        self.goals = goals
+        self.nouns = nouns
+        self.search = functools.lru_cache(maxsize=4096)(self._search)
+
+    @classmethod
+    def from_config(cls, config: ShopConfig) -> Shop:
+        """Loads or generates the catalog, loads (or builds and caches) its index, and makes the goals."""
+        catalog = load_catalog(config.catalog, n_products=config.n_products, seed=config.seed)
+        index = SearchIndex.for_catalog(catalog, config.cache_dir)
+        goals = read_goals(config.goals_file) if config.goals_file else build_goals(catalog, config.seed)
+        nouns = TitleNouns(False if config.title_nouns == "fallback" else None)
+        return cls(catalog, index, goals, nouns)
+
+    def _search(self, keywords: tuple[str, ...]) -> tuple[dict, ...]:
+        """The top products for a keyword list (cached: paging through results searches once)."""
+        positions = self.index.search(" ".join(keywords), k=SEARCH_RETURN_N)
+        return tuple(self.catalog.products[i] for i in positions)
+
+    def score(self, goal: dict, asin: str, options: dict[str, str]) -> tuple[float, dict]:
+        """The task score of buying product ``asin`` with ``options`` for ``goal``, and its breakdown."""
+        product = self.catalog.by_asin[asin]
+        return score_purchase(product, goal, self.catalog.prices[asin], options, self.nouns)
