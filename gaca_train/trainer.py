@@ -33,25 +33,43 @@ def env_reward(completions: list[Any], **kwargs: Any) -> list[float]:
 
 
 def resolve_task_ids(args: GACAConfig) -> list[str]:
-    """The training task ids: ``args.task_ids``, else the env's ``task_ids(args.task_split)``.
+    """The training task ids: ``args.task_ids``, else the env's own list.
+
+    The env's list is ``env.unwrapped.task_ids(args.task_split)`` when ``task_ids`` is a method
+    (CriticalChain), or the ``task_ids`` property of an env built for one split (ALFWorld: choose
+    the split with ``env_kwargs={"split": ...}``).
 
     Raises:
-        ValueError: if neither gives ids.
+        ValueError: if no ids are found, or a split-bound env was built for another split.
     """
     ids = list(args.task_ids) if args.task_ids is not None else None
     if ids is None:
         env = gym.make(args.env_id, **args.env_kwargs)
         try:
-            lister = getattr(env.unwrapped, "task_ids", None)
-            ids = list(lister(args.task_split)) if callable(lister) else None
+            ids = _env_task_ids(env.unwrapped, args.task_split)
         finally:
             env.close()
     if not ids:
         raise ValueError(
-            f"no task ids for env_id={args.env_id!r}, task_split={args.task_split!r}: the env has no task_ids(split) "
-            "method (or it returned none); pass task_ids=[...] in the config"
+            f"no task ids for env_id={args.env_id!r}, task_split={args.task_split!r}: the env has no task_ids "
+            "method or property (or it gave none); pass task_ids=[...] in the config"
         )
     return ids[: args.max_tasks] if args.max_tasks is not None else ids
+
+
+def _env_task_ids(env: Any, split: str) -> list[str] | None:
+    lister = getattr(env, "task_ids", None)
+    if lister is None:
+        return None
+    if callable(lister):
+        return list(lister(split))
+    env_split = getattr(env, "split", split)
+    if env_split != split:
+        raise ValueError(
+            f"task_split={split!r} but the env was built for split {env_split!r}; set env_kwargs "
+            f'{{"split": "{split}"}} (or task_split: {env_split})'
+        )
+    return list(lister)
 
 
 def tasks_dataset(task_ids: list[str]) -> Dataset:

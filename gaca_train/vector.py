@@ -112,13 +112,6 @@ class RolloutPool:
         self.num_envs = num_envs
         self.env_id = env_id
 
-    def task_ids(self, split: str) -> list[str] | None:
-        """The env's ``task_ids(split)`` if it offers one, else None."""
-        try:
-            return list(self.envs.call("task_ids", split)[0])
-        except AttributeError:
-            return None
-
     def reset(self, task_ids: Sequence[str], seed: int | None = None) -> list[tuple[str, dict[str, Any]]]:
         """Starts an episode in every env: env ``i`` on ``task_ids[i]`` (seeded ``seed + i``).
 

@@ -175,14 +175,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     env_kwargs = json.loads(args.env_kwargs)
     if args.policy == "expert":
         env_kwargs.setdefault("expert", True)
+    probe = gym.make(args.env, **env_kwargs)
+    if not callable(getattr(type(probe.unwrapped), "task_ids", None)):  # a property of a one-split env (ALFWorld)
+        env_kwargs.setdefault("split", args.split)
+    probe.close()
     env = gym.make(args.env, **env_kwargs)
     lister = getattr(env.unwrapped, "task_ids", None)
-    if not callable(lister):
-        raise SystemExit(f"{args.env} has no task_ids(split) method; cannot enumerate the {args.split!r} split")
-    task_ids = list(lister(args.split))[: args.num_episodes]
+    if lister is None:
+        raise SystemExit(f"{args.env} has no task_ids method or property; cannot enumerate the {args.split!r} split")
+    task_ids = list(lister(args.split) if callable(lister) else lister)[: args.num_episodes]
     tic = time.perf_counter()
     if args.policy == "model":
         env.close()
+        args.env_kwargs = json.dumps(env_kwargs)
         records = play_model(args, task_ids)
     else:
         records = play_baseline(env, task_ids, args.policy, args.max_steps, args.seed)

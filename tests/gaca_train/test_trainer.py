@@ -5,7 +5,7 @@ import torch
 from transformers import TrainerCallback
 
 from gaca_train.advantages import compute_advantages
-from gaca_train.trainer import GACATrainer, env_reward, resolve_task_ids, tasks_dataset
+from gaca_train.trainer import GACATrainer, _env_task_ids, env_reward, resolve_task_ids, tasks_dataset
 from tests.gaca_train.tiny_setup import tiny_config, tiny_model_and_tokenizer, warm_started_model_and_tokenizer
 
 
@@ -156,6 +156,23 @@ def test_task_ids_come_from_the_env_or_the_config(tmp_path):
     assert tasks_dataset(["a", "b"])["task_id"] == ["a", "b"]
     with pytest.raises(RuntimeError, match="takes rewards from the environment"):
         env_reward(["x"])
+
+
+class _OneSplitEnv:
+    """Like the ALFWorld env: built for one split, its task ids are a property."""
+
+    split = "valid_seen"
+
+    @property
+    def task_ids(self):
+        return ["a/b/1", "a/b/2"]
+
+
+def test_task_ids_from_a_property_of_an_env_built_for_one_split():
+    assert _env_task_ids(_OneSplitEnv(), "valid_seen") == ["a/b/1", "a/b/2"]
+    with pytest.raises(ValueError, match="task_split='train' but the env was built for split 'valid_seen'"):
+        _env_task_ids(_OneSplitEnv(), "train")
+    assert _env_task_ids(object(), "train") is None
 
 
 def test_fewer_tasks_than_an_iteration_needs_is_an_error(tmp_path):
