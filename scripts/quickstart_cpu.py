@@ -1,6 +1,6 @@
 """CPU quickstart: warm-start a tiny local model on expert steps, train it with GACA, compare success.
 
-    python scripts/quickstart_cpu.py                       # about 5 minutes on 2 cores
+    python scripts/quickstart_cpu.py                       # minutes on 2 idle cores (see docs/BENCHMARKS.md)
     python scripts/quickstart_cpu.py --estimator gigpo --iterations 40
 
 1. Builds a tiny LLaMA-architecture model and word-level tokenizer for GACA-CriticalChain-v0
