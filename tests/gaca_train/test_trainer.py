@@ -92,6 +92,16 @@ def test_completion_tables_get_one_entry_per_step(tmp_path):
     assert set(frame.columns) >= {"prompt", "completion", "env_reward", "advantage"}
 
 
+def test_evaluate_plays_the_eval_tasks_and_reports_rollout_metrics(tmp_path):
+    model, tokenizer = tiny_model_and_tokenizer()
+    args = tiny_config(tmp_path, per_device_eval_batch_size=2, num_generations_eval=2)
+    trainer = GACATrainer(model=model, args=args, processing_class=tokenizer, eval_dataset=tasks_dataset(["valid-0"]))
+    metrics = trainer.evaluate()
+    trainer.close_envs()
+    assert metrics["eval_rollout/success_rate"] == 0.0 and metrics["eval_rollout/steps"] == 8.0
+    assert {e.task_id for e in trainer.last_rollout.episodes} == {"valid-0"}
+
+
 def test_kl_to_a_reference_model_loaded_from_a_path(tmp_path):
     model, tokenizer = tiny_model_and_tokenizer()
     path = tmp_path / "tiny"
