@@ -20,7 +20,7 @@ import gaca_envs  # noqa: F401  (registers the GACA env ids)
 from gaca_train.advantages import compute_advantages
 from gaca_train.config import GACAConfig
 from gaca_train.rollout import PromptBuilder, RolloutResult, generate_with_logprobs, run_rollout, template_for
-from gaca_train.vector import RolloutPool
+from gaca_train.vector import RolloutPool, env_task_ids
 
 
 def env_reward(completions: list[Any], **kwargs: Any) -> list[float]:
@@ -37,7 +37,8 @@ def resolve_task_ids(args: GACAConfig) -> list[str]:
 
     The env's list is ``env.unwrapped.task_ids(args.task_split)`` when ``task_ids`` is a method
     (CriticalChain), or the ``task_ids`` property of an env built for one split (ALFWorld: choose
-    the split with ``env_kwargs={"split": ...}``).
+    the split with ``env_kwargs={"split": ...}``), or ``fixed_<n>`` for the goals ``n`` of the
+    ``split_range`` of an env built for one split (WebShop).
 
     Raises:
         ValueError: if no ids are found, or a split-bound env was built for another split.
@@ -46,7 +47,7 @@ def resolve_task_ids(args: GACAConfig) -> list[str]:
     if ids is None:
         env = gym.make(args.env_id, **args.env_kwargs)
         try:
-            ids = _env_task_ids(env.unwrapped, args.task_split)
+            ids = env_task_ids(env.unwrapped, args.task_split)
         finally:
             env.close()
     if not ids:
@@ -55,21 +56,6 @@ def resolve_task_ids(args: GACAConfig) -> list[str]:
             "method or property (or it gave none); pass task_ids=[...] in the config"
         )
     return ids[: args.max_tasks] if args.max_tasks is not None else ids
-
-
-def _env_task_ids(env: Any, split: str) -> list[str] | None:
-    lister = getattr(env, "task_ids", None)
-    if lister is None:
-        return None
-    if callable(lister):
-        return list(lister(split))
-    env_split = getattr(env, "split", split)
-    if env_split != split:
-        raise ValueError(
-            f"task_split={split!r} but the env was built for split {env_split!r}; set env_kwargs "
-            f'{{"split": "{split}"}} (or task_split: {env_split})'
-        )
-    return list(lister)
 
 
 def tasks_dataset(task_ids: list[str]) -> Dataset:

@@ -143,3 +143,28 @@ class RolloutPool:
     def close(self) -> None:
         """Closes the vector env and its subprocesses."""
         self.envs.close()
+
+
+def env_task_ids(env: Any, split: str) -> list[str] | None:
+    """The task ids an env offers for ``split``, or None if it offers none.
+
+    ``env.task_ids(split)`` when it is a method (CriticalChain); the ``task_ids`` property of an env
+    built for one split (ALFWorld); ``fixed_<n>`` for the goals in ``env.split_range`` (WebShop).
+
+    Raises:
+        ValueError: if the env was built for another split than ``split``.
+    """
+    lister = getattr(env, "task_ids", None)
+    if lister is None and isinstance(getattr(env, "split_range", None), range):
+        lister = [f"fixed_{goal}" for goal in env.split_range]  # WebShop: goal n of the env's split
+    if lister is None:
+        return None
+    if callable(lister):
+        return list(lister(split))
+    env_split = getattr(env, "split", split)
+    if env_split != split:
+        raise ValueError(
+            f"task_split={split!r} but the env was built for split {env_split!r}; set env_kwargs "
+            f'{{"split": "{split}"}} (or task_split: {env_split})'
+        )
+    return list(lister)

@@ -23,6 +23,7 @@ from typing import Any
 import gymnasium as gym
 
 import gaca_envs  # noqa: F401  (registers the GACA env ids)
+from gaca_train.vector import env_task_ids
 
 
 def play_baseline(env: gym.Env, task_ids: list[str], policy: str, max_steps: int, seed: int) -> list[dict[str, Any]]:
@@ -176,14 +177,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if args.policy == "expert":
         env_kwargs.setdefault("expert", True)
     probe = gym.make(args.env, **env_kwargs)
-    if not callable(getattr(type(probe.unwrapped), "task_ids", None)):  # a property of a one-split env (ALFWorld)
-        env_kwargs.setdefault("split", args.split)
+    if not callable(getattr(type(probe.unwrapped), "task_ids", None)) and hasattr(probe.unwrapped, "split"):
+        env_kwargs.setdefault("split", args.split)  # an env built for one split (ALFWorld, WebShop)
     probe.close()
     env = gym.make(args.env, **env_kwargs)
-    lister = getattr(env.unwrapped, "task_ids", None)
-    if lister is None:
-        raise SystemExit(f"{args.env} has no task_ids method or property; cannot enumerate the {args.split!r} split")
-    task_ids = list(lister(args.split) if callable(lister) else lister)[: args.num_episodes]
+    task_ids = env_task_ids(env.unwrapped, args.split)
+    if not task_ids:
+        raise SystemExit(f"{args.env} offers no task ids (task_ids or split_range); cannot enumerate {args.split!r}")
+    task_ids = task_ids[: args.num_episodes]
     tic = time.perf_counter()
     if args.policy == "model":
         env.close()

@@ -5,7 +5,8 @@ import torch
 from transformers import TrainerCallback
 
 from gaca_train.advantages import compute_advantages
-from gaca_train.trainer import GACATrainer, _env_task_ids, env_reward, resolve_task_ids, tasks_dataset
+from gaca_train.trainer import GACATrainer, env_reward, resolve_task_ids, tasks_dataset
+from gaca_train.vector import env_task_ids
 from tests.gaca_train.tiny_setup import tiny_config, tiny_model_and_tokenizer, warm_started_model_and_tokenizer
 
 
@@ -179,10 +180,12 @@ class _OneSplitEnv:
 
 
 def test_task_ids_from_a_property_of_an_env_built_for_one_split():
-    assert _env_task_ids(_OneSplitEnv(), "valid_seen") == ["a/b/1", "a/b/2"]
+    assert env_task_ids(_OneSplitEnv(), "valid_seen") == ["a/b/1", "a/b/2"]
     with pytest.raises(ValueError, match="task_split='train' but the env was built for split 'valid_seen'"):
-        _env_task_ids(_OneSplitEnv(), "train")
-    assert _env_task_ids(object(), "train") is None
+        env_task_ids(_OneSplitEnv(), "train")
+    assert env_task_ids(object(), "train") is None
+    webshop_like = type("Shop", (), {"split": "eval", "split_range": range(500, 503)})()
+    assert env_task_ids(webshop_like, "eval") == ["fixed_500", "fixed_501", "fixed_502"]
 
 
 def test_fewer_tasks_than_an_iteration_needs_is_an_error(tmp_path):
