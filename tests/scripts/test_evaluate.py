@@ -63,3 +63,18 @@ def test_summary_reports_success_per_task_type(evaluate):
     assert summary["success_by_task_type"] == {"cool": 1.0, "heat": 0.5}
     assert summary["invalid_rate"] == 0.1 and summary["episode_length"] == 10 / 3
     assert "| heat | 0.500 |" in evaluate.markdown("x", summary)
+
+
+@pytest.mark.slow
+def test_expert_and_random_on_generated_alfworld_games_report_task_types(tmp_path, evaluate):
+    pytest.importorskip("textworld", reason="needs the alfworld extra (make test installs it)")
+    from gaca_envs.alfworld.generate import generate
+
+    data = tmp_path / "alfworld"
+    generate(data, 2, seed=6, split="train")
+    common = ["--env", "GACA-ALFWorld-v0", "--env-kwargs", json.dumps({"data_path": str(data)}), "--split", "train",
+              "--num-episodes", "2", "--max-steps", "50"]  # fmt: skip
+    expert = evaluate.main([*common, "--policy", "expert", "--out", str(tmp_path / "expert")])
+    assert expert["summary"]["success_rate"] == 1.0
+    assert sum(expert["summary"]["success_by_task_type"].values()) == 2.0  # two games of two task types
+    assert "| task type | success |" in (tmp_path / "expert.md").read_text()
