@@ -252,10 +252,12 @@ def run_rollout(
     timings["env"] += time.perf_counter() - tic
     groups: dict[str, int] = {}
     group_of_env = [groups.setdefault(t, len(groups)) for t in task_ids]
-    episodes = [EpisodeRecord(i, t) for i, t in enumerate(task_ids)]
-    obs = [o for o, _ in first]
-    infos = [info for _, info in first]
-    history: list[list[tuple[str, str]]] = [[] for _ in task_ids]
+    state = _EpisodeState(
+        obs=[o for o, _ in first],
+        infos=[info for _, info in first],
+        history=[[] for _ in task_ids],
+        episodes=[EpisodeRecord(i, t) for i, t in enumerate(task_ids)],
+    )
     live = list(range(pool.num_envs))
     steps: list[StepRecord] = []
     for turn in range(prompts.max_steps):
@@ -263,17 +265,14 @@ def run_rollout(
             break
         tic = time.perf_counter()
         conversations = [
-            prompts.messages(infos[i]["task"], turn, obs[i], infos[i]["admissible_actions"], history[i]) for i in live
-        ]
+            prompts.messages(state.infos[i]["task"], turn, state.obs[i], state.infos[i]["admissible_actions"],
+                             state.history[i])
+            for i in live
+        ]  # fmt: skip
         prompt_ids = [_render(tokenizer, c, chat_template_kwargs) for c in conversations]
         timings["tokenize"] += time.perf_counter() - tic
         tic = time.perf_counter()
-        chunk = batch_size or len(live)
-        completion_ids, logps = [], []
-        for start in range(0, len(live), chunk):
-            ids, lps = generate(prompt_ids[start : start + chunk])
-            completion_ids.extend(ids)
-            logps.extend(lps)
+        completion_ids, logps = _generate_in_chunks(generate, prompt_ids, batch_size or len(live))
         texts = tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
         timings["generation"] += time.perf_counter() - tic
         parsed = [parse_response(t) for t in texts]
@@ -283,36 +282,70 @@ def run_rollout(
         tic = time.perf_counter()
         results = pool.step(actions)
         timings["env"] += time.perf_counter() - tic
-        still_live = []
-        for k, i in enumerate(live):
-            res = results[i]
-            steps.append(
-                StepRecord(
-                    env_index=i,
-                    step=turn,
-                    anchor_key=infos[i]["anchor_key"],
-                    anchor_text=infos[i]["anchor_text"],
-                    reward=res.reward,
-                    valid=parsed[k].valid,
-                    env_valid=bool(res.info.get("action_valid", True)),
-                    prompt_ids=list(prompt_ids[k]),
-                    completion_ids=list(completion_ids[k]),
-                    logps=[float(x) for x in logps[k]],
-                    response=texts[k],
-                )
-            )
-            shown = parsed[k].action if parsed[k].valid else parsed[k].action[:_HISTORY_CHARS]
-            history[i].append((obs[i], shown))
-            obs[i], infos[i] = res.observation, res.info
-            _update_episode(episodes[i], res, turn)
-            if not (res.terminated or res.truncated):
-                still_live.append(i)
-        live = still_live
+        turn_out = zip(live, parsed, prompt_ids, completion_ids, logps, texts, strict=True)
+        live = [i for i, *rest in turn_out if state.record(steps, turn, i, results[i], *rest)]
         if progress is not None:
             progress.update(1)
     for i in live:  # cut off by the rollout's step limit rather than by the env
-        episodes[i].truncated = True
-    return RolloutResult(steps, episodes, group_of_env, timings)
+        state.episodes[i].truncated = True
+    return RolloutResult(steps, state.episodes, group_of_env, timings)
+
+
+def _generate_in_chunks(
+    generate: GenerateFn, prompt_ids: list[list[int]], chunk: int
+) -> tuple[list[list[int]], list[list[float]]]:
+    completion_ids: list[list[int]] = []
+    logps: list[list[float]] = []
+    for start in range(0, len(prompt_ids), chunk):
+        ids, lps = generate(prompt_ids[start : start + chunk])
+        completion_ids.extend(ids)
+        logps.extend(lps)
+    return completion_ids, logps
+
+
+@dataclass
+class _EpisodeState:
+    """What a rollout tracks per env between turns."""
+
+    obs: list[str]
+    infos: list[dict[str, Any]]
+    history: list[list[tuple[str, str]]]
+    episodes: list[EpisodeRecord]
+
+    def record(
+        self,
+        steps: list[StepRecord],
+        turn: int,
+        i: int,
+        res: Any,
+        parsed: ParsedResponse,
+        prompt_ids: list[int],
+        completion_ids: list[int],
+        logps: list[float],
+        text: str,
+    ) -> bool:
+        """Appends env ``i``'s step to ``steps``, advances its state; returns whether it is still live."""
+        info = self.infos[i]
+        steps.append(
+            StepRecord(
+                env_index=i,
+                step=turn,
+                anchor_key=info["anchor_key"],
+                anchor_text=info["anchor_text"],
+                reward=res.reward,
+                valid=parsed.valid,
+                env_valid=bool(res.info.get("action_valid", True)),
+                prompt_ids=list(prompt_ids),
+                completion_ids=list(completion_ids),
+                logps=[float(x) for x in logps],
+                response=text,
+            )
+        )
+        shown = parsed.action if parsed.valid else parsed.action[:_HISTORY_CHARS]
+        self.history[i].append((self.obs[i], shown))
+        self.obs[i], self.infos[i] = res.observation, res.info
+        _update_episode(self.episodes[i], res, turn)
+        return not (res.terminated or res.truncated)
 
 
 def _render(tokenizer: Any, conversation: list[dict[str, str]], kwargs: dict[str, Any] | None) -> list[int]:
@@ -359,12 +392,8 @@ def generate_with_logprobs(
         Per prompt, the completion token ids (up to and including the first EOS) and their log-probs.
     """
     device = next(model.parameters()).device
-    width = max(len(p) for p in prompt_ids)
-    input_ids = torch.full((len(prompt_ids), width), pad_token_id, dtype=torch.long)
-    attention_mask = torch.zeros_like(input_ids)
-    for row, ids in enumerate(prompt_ids):
-        input_ids[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
-        attention_mask[row, width - len(ids) :] = 1
+    input_ids, attention_mask = _left_pad(prompt_ids, pad_token_id)
+    width = input_ids.shape[1]
     recorded: list[torch.Tensor] = []
     pending: dict[str, torch.Tensor] = {}
 
@@ -391,6 +420,23 @@ def generate_with_logprobs(
     logps = (
         torch.stack(recorded, dim=1) if recorded else completions.new_zeros((len(prompt_ids), 0), dtype=torch.float)
     )
+    return _cut_at_eos(completions, logps, eos_token_ids)
+
+
+def _left_pad(prompt_ids: list[list[int]], pad_token_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(p) for p in prompt_ids)
+    input_ids = torch.full((len(prompt_ids), width), pad_token_id, dtype=torch.long)
+    attention_mask = torch.zeros_like(input_ids)
+    for row, ids in enumerate(prompt_ids):
+        input_ids[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
+        attention_mask[row, width - len(ids) :] = 1
+    return input_ids, attention_mask
+
+
+def _cut_at_eos(
+    completions: torch.Tensor, logps: torch.Tensor, eos_token_ids: Sequence[int]
+) -> tuple[list[list[int]], list[list[float]]]:
+    """Per row, the tokens up to and including the first EOS, with their log-probs."""
     eos = torch.tensor(list(eos_token_ids), device=completions.device)
     out_ids, out_logps = [], []
     for row in range(completions.shape[0]):
