@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -71,7 +72,11 @@ def test_yaml_config_with_cli_override_trains_and_saves(tmp_path, tiny_model_dir
 def test_two_cpu_processes_split_the_groups(tmp_path, tiny_model_dir):
     # 2 tasks x 2 rollouts over 2 ranks: each rank plays one group (2 episodes of 4 steps, 8 rows).
     config = _write_config(tmp_path, tiny_model_dir, per_device_train_batch_size=2)
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29517",
+    with socket.socket() as probe:  # a free loopback port for the rendezvous
+        probe.bind(("127.0.0.1", 0))
+        port = str(probe.getsockname()[1])
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
+               "--master_port", port,
                str(ROOT / "scripts" / "train.py"), "--config", str(config)]  # fmt: skip
     result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
