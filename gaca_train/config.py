@@ -1,0 +1,192 @@
+"""GACAConfig: TRL's GRPOConfig plus the env, rollout and credit-assignment options."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from trl import GRPOConfig
+
+from gaca_train.advantages import ESTIMATORS, EstimatorConfig
+
+# The estimator options of METHOD.md: GACAConfig mirrors EstimatorConfig field for field (tested).
+ESTIMATOR_FIELDS: tuple[str, ...] = EstimatorConfig.option_names()
+_CHOICES: dict[str, tuple[Any, ...]] = {
+    "estimator": ESTIMATORS,
+    "anchor": ("state", "text"),
+    "nll_reduction": ("mean", "sum"),
+    "vector_env": ("async", "sync"),
+}
+
+
+@dataclass
+class GACAConfig(GRPOConfig):
+    r"""Configuration of [`GACATrainer`]: every [`trl.GRPOConfig`] field plus the ones below.
+
+    An iteration plays ``tasks_per_iteration`` tasks ``rollouts_per_task`` times each (one group per
+    task), so ``num_generations`` is set to ``rollouts_per_task`` and, unless ``steps_per_generation``
+    is given, ``generation_batch_size`` to ``tasks_per_iteration * rollouts_per_task``. Each agent step
+    becomes one training row; the rows of an iteration are split into ``steps_per_generation``
+    micro-batches of equal size (see ``GACATrainer``).
+    """
+
+    # --- Environment and tasks ---
+    env_id: str = field(
+        default="GACA-CriticalChain-v0",
+        metadata={"help": "Gymnasium id of the environment (after `import gaca_envs`), e.g. `GACA-ALFWorld-v0`."},
+    )
+    env_kwargs: dict | str | None = field(
+        default=None,
+        metadata={"help": "Keyword arguments for `gym.make(env_id, ...)`; a dict, or a JSON string on the CLI."},
+    )
+    task_split: str = field(
+        default="train",
+        metadata={"help": "Split whose task ids are trained on; read from the env's `task_ids(split)` method."},
+    )
+    task_ids: list[str] | None = field(
+        default=None,
+        metadata={"help": "Explicit task ids to train on, instead of the env's `task_ids(task_split)`."},
+    )
+    max_tasks: int | None = field(
+        default=None, metadata={"help": "Use only the first `max_tasks` task ids of the split (None: all)."}
+    )
+    tasks_per_iteration: int = field(default=16, metadata={"help": "Tasks (groups) played per iteration."})
+    rollouts_per_task: int = field(
+        default=8, metadata={"help": "Rollouts (trajectories) per task: the group size N. Sets `num_generations`."}
+    )
+    max_env_steps: int = field(default=50, metadata={"help": "Agent steps per episode before it is cut off."})
+    vector_env: str = field(
+        default="async",
+        metadata={"help": "`async`: one subprocess per env (Gymnasium AsyncVectorEnv); `sync`: all in-process."},
+    )
+    reward_scale: float = field(
+        default=1.0, metadata={"help": "Multiplies every env reward before the estimator (e.g. 0.1 maps 10 to 1)."}
+    )
+
+    # --- Prompt ---
+    history_length: int = field(
+        default=2, metadata={"help": "Number of past (observation, action) pairs shown in each prompt."}
+    )
+    prompt_template: str | None = field(
+        default=None,
+        metadata={
+            "help": "User-message template (str.format fields: task, step, max_steps, history, observation, "
+            "admissible_actions). None: the env family's template from `gaca_train.rollout.TEMPLATES`."
+        },
+    )
+    system_prompt: str | None = field(
+        default=None, metadata={"help": "System message; None: the env family's default, '' for none."}
+    )
+    max_admissible_actions: int | None = field(
+        default=None, metadata={"help": "List at most this many admissible actions in a prompt (None: all)."}
+    )
+    rollout_batch_size: int | None = field(
+        default=None,
+        metadata={"help": "Most prompts per `generate` call during rollout (None: all live envs at once)."},
+    )
+
+    # --- Credit assignment (METHOD.md) ---
+    estimator: str = field(default="gaca", metadata={"help": "Advantage estimator: grpo, gigpo, gaca or reweight."})
+    anchor: str = field(
+        default="state",
+        metadata={"help": "Anchor of step groups: `state` hashes info['anchor_key'], `text` info['anchor_text']."},
+    )
+    nll_reduction: str = field(
+        default="mean", metadata={"help": "Step NLL from token log-probs: `mean` or `sum` over the response."}
+    )
+    gamma: float = field(default=0.95, metadata={"help": "Discount of the step-level return-to-go."})
+    omega: float = field(default=1.0, metadata={"help": "GiGPO's weight of the step-level advantage."})
+    lambda0: float = field(default=0.5, metadata={"help": "GACA's base weight of the step-level signal, in [0, 1)."})
+    eta: float = field(default=0.25, metadata={"help": "GACA/reweight modulation strength by standardised NLL."})
+    modulation: str = field(default="linear", metadata={"help": "GACA's weight map: `linear` (clipped) or `sigmoid`."})
+    lambda_min: float = field(default=0.0, metadata={"help": "Lower clip of GACA's per-step weight (linear)."})
+    lambda_max: float = field(default=1.0, metadata={"help": "Upper clip of GACA's per-step weight (linear)."})
+    episode_norm: str = field(default="mean_std", metadata={"help": "Episode advantage: `mean_std` or `mean`."})
+    step_norm: str = field(default="mean_std", metadata={"help": "Step (anchor) advantage: `mean_std` or `mean`."})
+    nll_norm: str = field(default="group", metadata={"help": "Standardise NLL within the `group` or the `batch`."})
+    eps: float = field(default=1e-6, metadata={"help": "Added to standard deviations before dividing."})
+    invalid_action_penalty: float = field(
+        default=0.1, metadata={"help": "Subtracted from the reward of a step whose response did not parse."}
+    )
+    reweight_base: str = field(default="grpo", metadata={"help": "Base advantage of `reweight`: grpo or gigpo."})
+    w_max: float = field(default=3.0, metadata={"help": "Upper clip of the `reweight` estimator's weights."})
+    preset: str | None = field(
+        default=None, metadata={"help": "`verl-agent` reproduces the public GiGPO implementation's numbers."}
+    )
+
+    def __post_init__(self) -> None:
+        if isinstance(self.env_kwargs, str):
+            try:
+                self.env_kwargs = json.loads(self.env_kwargs)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"env_kwargs must be a JSON object string, got {self.env_kwargs!r}: {e}") from e
+        if self.env_kwargs is not None and not isinstance(self.env_kwargs, dict):
+            raise ValueError(f"env_kwargs must be a dict, got {type(self.env_kwargs).__name__}")
+        self.env_kwargs = dict(self.env_kwargs or {})
+        if self.preset == "none":  # the CLI cannot pass None
+            self.preset = None
+        self._validate_gaca_fields()
+        self.num_generations = self.rollouts_per_task
+        if self.generation_batch_size is None and self.steps_per_generation is None:
+            self.generation_batch_size = self.tasks_per_iteration * self.rollouts_per_task
+        super().__post_init__()
+        episodes = self.tasks_per_iteration * self.rollouts_per_task
+        if self.generation_batch_size != episodes:
+            raise ValueError(
+                f"generation_batch_size ({self.generation_batch_size}) must equal tasks_per_iteration * "
+                f"rollouts_per_task = {episodes}; set steps_per_generation so that per_device_train_batch_size * "
+                f"world size * steps_per_generation = {episodes}, or leave both unset"
+            )
+        per_device = self.per_device_train_batch_size * self.steps_per_generation
+        if per_device % self.rollouts_per_task:
+            raise ValueError(
+                "episodes per device per iteration (per_device_train_batch_size * steps_per_generation = "
+                f"{per_device}) must be a multiple of rollouts_per_task ({self.rollouts_per_task}) so that no group "
+                "spans two ranks; change per_device_train_batch_size or steps_per_generation"
+            )
+
+    def _validate_gaca_fields(self) -> None:
+        for name, choices in _CHOICES.items():
+            value = getattr(self, name)
+            if value not in choices:
+                raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+        positive = ("tasks_per_iteration", "max_env_steps", "rollouts_per_task")
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.rollouts_per_task < 2:
+            raise ValueError(
+                "rollouts_per_task must be >= 2 (group-relative advantages need a group), "
+                f"got {self.rollouts_per_task}"
+            )
+        for name in ("history_length",):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        for name in ("max_tasks", "max_admissible_actions", "rollout_batch_size"):
+            value = getattr(self, name)
+            if value is not None and value < 1:
+                raise ValueError(f"{name} must be >= 1 or None, got {value}")
+        EstimatorConfig(**{name: getattr(self, name) for name in ESTIMATOR_FIELDS})  # raises naming the field
+        if self.task_ids is not None and len(self.task_ids) == 0:
+            raise ValueError("task_ids must be None or a non-empty list of task ids, got []")
+        if self.prompt_template is not None:
+            _check_template(self.prompt_template)
+
+    def estimator_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments of ``compute_advantages`` besides ``rows`` (estimator and its options)."""
+        kwargs = {name: getattr(self, name) for name in ESTIMATOR_FIELDS}
+        return {"estimator": self.estimator, **kwargs}
+
+
+def _check_template(template: str) -> None:
+    from gaca_train.rollout import TEMPLATE_FIELDS
+
+    sample = dict.fromkeys(TEMPLATE_FIELDS, "")
+    try:
+        template.format(**sample)
+    except (KeyError, IndexError, ValueError) as e:
+        raise ValueError(
+            f"prompt_template must be a str.format template using only the fields {TEMPLATE_FIELDS}, "
+            f"got an error for {template[:80]!r}: {e!r}"
+        ) from e

@@ -1,0 +1,448 @@
+"""Multi-turn group rollouts: prompts, response parsing, generation with log-probs, step rows.
+
+One rollout plays every env of a :class:`~gaca_train.vector.RolloutPool` to the end of its
+episode. Each turn, every live env gets one chat prompt (task, step count, the last
+``history_length`` observations and actions, the admissible actions and the answer format);
+the responses are generated in batches, parsed into actions (a malformed response is invalid
+but still sent to the env, as the benchmarks do), and stepped. Each step becomes one record
+with the prompt and completion token ids and the completion's per-token log-probs as the
+policy sampled them, so the step's NLL needs no extra forward pass.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from gaca_train.advantages import StepRows, anchor_ids
+from gaca_train.vector import RolloutPool
+
+TEMPLATE_FIELDS: tuple[str, ...] = ("task", "step", "max_steps", "history", "observation", "admissible_actions")
+_ANSWER_FORMAT = (
+    "First reason briefly inside <think> </think>, then give exactly one admissible action inside <action> </action>."
+)
+_DEFAULT_USER = (
+    "Your task: {task}\n{history}Step {step} of at most {max_steps}. Current observation: {observation}\n"
+    "Admissible actions: {admissible_actions}\n" + _ANSWER_FORMAT
+)
+# Per env family: (system prompt, user-message template). Picked by the env id's prefix.
+TEMPLATES: dict[str, tuple[str, str]] = {
+    "default": ("You are an agent acting in a text environment.", _DEFAULT_USER),
+    "GACA-ALFWorld": (
+        "You are an expert household agent in the ALFRED embodied text environment.",
+        "Your task is to: {task}\n{history}You are at step {step} (at most {max_steps}). "
+        "Current observation: {observation}\nAdmissible actions: {admissible_actions}\n" + _ANSWER_FORMAT,
+    ),
+    "GACA-WebShop": (
+        "You are an expert shopping agent on the WebShop website.",
+        "Instruction: {task}\n{history}You are at step {step} (at most {max_steps}). Current page: {observation}\n"
+        "Available actions: {admissible_actions}\n" + _ANSWER_FORMAT,
+    ),
+    "GACA-CriticalChain": (
+        "You are a courier walking a road of stages.",
+        "Task: {task}\n{history}Step {step} of at most {max_steps}. Now: {observation}\n"
+        "Actions: {admissible_actions}\n" + _ANSWER_FORMAT,
+    ),
+}
+_RESPONSE = re.compile(r"^\s*<think>(.*?)</think>\s*<action>(.*?)</action>\s*$", re.DOTALL)
+_ACTION = re.compile(r"<action>(.*?)</action>", re.DOTALL)
+_HISTORY_CHARS = 300  # an invalid response is shown in later prompts cut to this length
+
+# Generates for a batch of token-id prompts; returns, per prompt, the completion's token ids and
+# the sampling log-prob of each of those tokens.
+GenerateFn = Callable[[list[list[int]]], tuple[list[list[int]], list[list[float]]]]
+
+
+def template_for(env_id: str) -> tuple[str, str]:
+    """The (system prompt, user template) of an env id's family, the default if none matches."""
+    base = env_id.split(":")[-1]
+    for prefix, template in TEMPLATES.items():
+        if base.startswith(prefix):
+            return template
+    return TEMPLATES["default"]
+
+
+@dataclass(frozen=True)
+class ParsedResponse:
+    """A model response read as an action.
+
+    Attributes:
+        action: the text sent to the env: the ``<action>`` content if there is one, else the whole
+            response, stripped.
+        valid: whether the response has the format ``<think>...</think><action>...</action>`` with a
+            non-empty action (METHOD.md's format check).
+    """
+
+    action: str
+    valid: bool
+
+
+def parse_response(text: str) -> ParsedResponse:
+    """Reads ``<think>...</think><action>...</action>`` from a response; see :class:`ParsedResponse`."""
+    match = _RESPONSE.match(text)
+    if match and match.group(2).strip() and "<action>" not in match.group(2):
+        return ParsedResponse(" ".join(match.group(2).split()), True)
+    loose = _ACTION.search(text)
+    action = loose.group(1) if loose else text
+    return ParsedResponse(" ".join(action.split()), False)
+
+
+@dataclass
+class PromptBuilder:
+    """Builds the chat messages of one turn.
+
+    Args:
+        system_prompt: the system message ('' for none).
+        template: user-message ``str.format`` template over :data:`TEMPLATE_FIELDS`.
+        history_length: number of past (observation, action) pairs shown.
+        max_steps: the episode's step limit, shown in the prompt.
+        max_admissible_actions: list at most this many admissible actions (None: all).
+    """
+
+    system_prompt: str
+    template: str
+    history_length: int
+    max_steps: int
+    max_admissible_actions: int | None = None
+
+    def messages(
+        self, task: str, step: int, observation: str, admissible: Sequence[str], history: Sequence[tuple[str, str]]
+    ) -> list[dict[str, str]]:
+        """Chat messages for a turn at ``step`` (0-based) with the given history (oldest first)."""
+        shown = list(history)[-self.history_length :] if self.history_length else []
+        if shown:
+            first = step - len(shown) + 1
+            lines = [f"[Step {first + k}] Observation: {obs} Action: {act}" for k, (obs, act) in enumerate(shown)]
+            history_text = f"Your last {len(shown)} step(s):\n" + "\n".join(lines) + "\n"
+        else:
+            history_text = ""
+        actions = list(admissible)
+        if self.max_admissible_actions is not None:
+            actions = actions[: self.max_admissible_actions]
+        user = self.template.format(
+            task=task,
+            step=step + 1,
+            max_steps=self.max_steps,
+            history=history_text,
+            observation=observation,
+            admissible_actions=", ".join(f"'{a}'" for a in actions),
+        )
+        messages = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
+        return [*messages, {"role": "user", "content": user}]
+
+
+@dataclass
+class StepRecord:
+    """One agent step: what was seen, generated and returned."""
+
+    env_index: int
+    step: int
+    anchor_key: str
+    anchor_text: str
+    reward: float
+    valid: bool
+    env_valid: bool
+    prompt_ids: list[int]
+    completion_ids: list[int]
+    logps: list[float]
+    response: str
+
+
+@dataclass
+class EpisodeRecord:
+    """One finished (or cut-off) episode."""
+
+    env_index: int
+    task_id: str
+    won: bool = False
+    score: float = 0.0
+    length: int = 0
+    truncated: bool = False
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RolloutResult:
+    """Everything a rollout recorded; ``steps`` are in play order (turn by turn)."""
+
+    steps: list[StepRecord]
+    episodes: list[EpisodeRecord]
+    group_of_env: list[int]
+    timings: dict[str, float]
+
+    def to_step_rows(
+        self, *, anchor: str = "state", nll_reduction: str = "mean", reward_scale: float = 1.0, traj_offset: int = 0
+    ) -> StepRows:
+        """The estimator input (DESIGN.md contract 2), one row per step in ``steps`` order.
+
+        Args:
+            anchor: ``"state"`` hashes ``anchor_key``, ``"text"`` hashes ``anchor_text``.
+            nll_reduction: step NLL as the ``"mean"`` or ``"sum"`` of the completion's token NLLs.
+            reward_scale: multiplies every env reward.
+            traj_offset: added to the env index to form trajectory ids (unique across ranks).
+        """
+        steps = self.steps
+        keys = [s.anchor_key if anchor == "state" else s.anchor_text for s in steps]
+        nll = [-(sum(s.logps) / (len(s.logps) if nll_reduction == "mean" else 1)) for s in steps]
+        return StepRows(
+            group=torch.tensor([self.group_of_env[s.env_index] for s in steps], dtype=torch.int64),
+            traj=torch.tensor([traj_offset + s.env_index for s in steps], dtype=torch.int64),
+            step=torch.tensor([s.step for s in steps], dtype=torch.int64),
+            anchor=anchor_ids(keys),
+            reward=torch.tensor([s.reward * reward_scale for s in steps], dtype=torch.float32),
+            nll=torch.tensor(nll, dtype=torch.float32),
+            valid=torch.tensor([s.valid for s in steps], dtype=torch.bool),
+        )
+
+    def metrics(self) -> dict[str, float]:
+        """Episode and step statistics (``rollout/*``) and timings (``time/*``)."""
+        n_ep = max(len(self.episodes), 1)
+        n_steps = max(len(self.steps), 1)
+        out = {
+            "rollout/success_rate": sum(e.won for e in self.episodes) / n_ep,
+            "rollout/score": sum(e.score for e in self.episodes) / n_ep,
+            "rollout/episode_length": sum(e.length for e in self.episodes) / n_ep,
+            "rollout/truncated_rate": sum(e.truncated for e in self.episodes) / n_ep,
+            "rollout/invalid_rate": sum(not s.valid for s in self.steps) / n_steps,
+            "rollout/env_invalid_rate": sum(not s.env_valid for s in self.steps) / n_steps,
+            "rollout/steps": float(len(self.steps)),
+            "rollout/response_length": sum(len(s.completion_ids) for s in self.steps) / n_steps,
+        }
+        out.update({f"time/{k}": v for k, v in self.timings.items()})
+        return out
+
+
+def run_rollout(
+    pool: RolloutPool,
+    task_ids: Sequence[str],
+    generate: GenerateFn,
+    tokenizer: Any,
+    prompts: PromptBuilder,
+    *,
+    seed: int | None = None,
+    batch_size: int | None = None,
+    chat_template_kwargs: dict[str, Any] | None = None,
+    progress: Any = None,
+) -> RolloutResult:
+    """Plays one episode in every env of ``pool``; env ``i`` plays ``task_ids[i]``.
+
+    Args:
+        pool: the envs (``len(task_ids) == pool.num_envs``).
+        task_ids: one task id per env; equal ids form a group (numbered in order of first appearance).
+        generate: generates completions with their token log-probs (see :data:`GenerateFn`).
+        tokenizer: renders chat messages with ``apply_chat_template`` and decodes completions.
+        prompts: builds each turn's messages.
+        seed: reset seed (env ``i`` gets ``seed + i``), for reproducible env randomness.
+        batch_size: most prompts per ``generate`` call (None: all live envs at once).
+        chat_template_kwargs: extra ``apply_chat_template`` arguments.
+        progress: optional tqdm-like bar, advanced once per turn.
+
+    Returns:
+        The :class:`RolloutResult`.
+    """
+    timings = {"env": 0.0, "generation": 0.0, "tokenize": 0.0}
+    tic = time.perf_counter()
+    first = pool.reset(task_ids, seed=seed)
+    timings["env"] += time.perf_counter() - tic
+    groups: dict[str, int] = {}
+    group_of_env = [groups.setdefault(t, len(groups)) for t in task_ids]
+    state = _EpisodeState(
+        obs=[o for o, _ in first],
+        infos=[info for _, info in first],
+        history=[[] for _ in task_ids],
+        episodes=[EpisodeRecord(i, t) for i, t in enumerate(task_ids)],
+    )
+    live = list(range(pool.num_envs))
+    steps: list[StepRecord] = []
+    for turn in range(prompts.max_steps):
+        if not live:
+            break
+        tic = time.perf_counter()
+        conversations = [
+            prompts.messages(state.infos[i]["task"], turn, state.obs[i], state.infos[i]["admissible_actions"],
+                             state.history[i])
+            for i in live
+        ]  # fmt: skip
+        prompt_ids = [_render(tokenizer, c, chat_template_kwargs) for c in conversations]
+        timings["tokenize"] += time.perf_counter() - tic
+        tic = time.perf_counter()
+        completion_ids, logps = _generate_in_chunks(generate, prompt_ids, batch_size or len(live))
+        texts = tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
+        timings["generation"] += time.perf_counter() - tic
+        parsed = [parse_response(t) for t in texts]
+        actions: list[str | None] = [None] * pool.num_envs
+        for k, i in enumerate(live):
+            actions[i] = parsed[k].action
+        tic = time.perf_counter()
+        results = pool.step(actions)
+        timings["env"] += time.perf_counter() - tic
+        turn_out = zip(live, parsed, prompt_ids, completion_ids, logps, texts, strict=True)
+        live = [i for i, *rest in turn_out if state.record(steps, turn, i, results[i], *rest)]
+        if progress is not None:
+            progress.update(1)
+    for i in live:  # cut off by the rollout's step limit rather than by the env
+        state.episodes[i].truncated = True
+    return RolloutResult(steps, state.episodes, group_of_env, timings)
+
+
+def _generate_in_chunks(
+    generate: GenerateFn, prompt_ids: list[list[int]], chunk: int
+) -> tuple[list[list[int]], list[list[float]]]:
+    completion_ids: list[list[int]] = []
+    logps: list[list[float]] = []
+    for start in range(0, len(prompt_ids), chunk):
+        ids, lps = generate(prompt_ids[start : start + chunk])
+        completion_ids.extend(ids)
+        logps.extend(lps)
+    return completion_ids, logps
+
+
+@dataclass
+class _EpisodeState:
+    """What a rollout tracks per env between turns."""
+
+    obs: list[str]
+    infos: list[dict[str, Any]]
+    history: list[list[tuple[str, str]]]
+    episodes: list[EpisodeRecord]
+
+    def record(
+        self,
+        steps: list[StepRecord],
+        turn: int,
+        i: int,
+        res: Any,
+        parsed: ParsedResponse,
+        prompt_ids: list[int],
+        completion_ids: list[int],
+        logps: list[float],
+        text: str,
+    ) -> bool:
+        """Appends env ``i``'s step to ``steps``, advances its state; returns whether it is still live."""
+        info = self.infos[i]
+        steps.append(
+            StepRecord(
+                env_index=i,
+                step=turn,
+                anchor_key=info["anchor_key"],
+                anchor_text=info["anchor_text"],
+                reward=res.reward,
+                valid=parsed.valid,
+                env_valid=bool(res.info.get("action_valid", True)),
+                prompt_ids=list(prompt_ids),
+                completion_ids=list(completion_ids),
+                logps=[float(x) for x in logps],
+                response=text,
+            )
+        )
+        shown = parsed.action if parsed.valid else parsed.action[:_HISTORY_CHARS]
+        self.history[i].append((self.obs[i], shown))
+        self.obs[i], self.infos[i] = res.observation, res.info
+        _update_episode(self.episodes[i], res, turn)
+        return not (res.terminated or res.truncated)
+
+
+def _render(tokenizer: Any, conversation: list[dict[str, str]], kwargs: dict[str, Any] | None) -> list[int]:
+    out = tokenizer.apply_chat_template(
+        conversation, add_generation_prompt=True, tokenize=True, return_dict=True, **(kwargs or {})
+    )
+    return list(out["input_ids"])
+
+
+def _update_episode(episode: EpisodeRecord, res: Any, turn: int) -> None:
+    episode.length = turn + 1
+    episode.won = bool(res.info.get("won", False))
+    episode.score = float(res.info.get("score", 0.0))
+    episode.truncated = bool(res.truncated and not res.terminated)
+    episode.info = res.info
+
+
+def generate_with_logprobs(
+    model: torch.nn.Module,
+    prompt_ids: list[list[int]],
+    *,
+    pad_token_id: int,
+    eos_token_ids: Sequence[int],
+    generation_config: Any,
+    temperature: float = 1.0,
+    no_grad: bool = True,
+) -> tuple[list[list[int]], list[list[float]]]:
+    """Samples completions with ``model.generate`` and records each sampled token's log-prob.
+
+    The log-prob is ``log_softmax(logits / temperature)`` of the token, from the raw logits of the
+    forward pass that produced it (as TRL scores tokens in its loss), captured by a forward hook:
+    one step's log-probs are held at a time, never the whole [batch, length, vocab] tensor.
+
+    Args:
+        model: a causal LM (already unwrapped for generation).
+        prompt_ids: token ids per prompt (unpadded).
+        pad_token_id: id used for left padding.
+        eos_token_ids: ids that end a completion (kept as its last token).
+        generation_config: a ``transformers.GenerationConfig`` (sampling settings).
+        temperature: the sampling temperature, applied to the recorded log-probs.
+        no_grad: run under ``torch.no_grad()``.
+
+    Returns:
+        Per prompt, the completion token ids (up to and including the first EOS) and their log-probs.
+    """
+    device = next(model.parameters()).device
+    input_ids, attention_mask = _left_pad(prompt_ids, pad_token_id)
+    width = input_ids.shape[1]
+    recorded: list[torch.Tensor] = []
+    pending: dict[str, torch.Tensor] = {}
+
+    def hook(_module: Any, args: tuple, kwargs: dict, output: Any) -> None:
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        if "logp" in pending:
+            recorded.append(pending.pop("logp").gather(1, ids[:, -1:].to(device)).squeeze(1))
+        logits = output.logits[:, -1, :].float()
+        pending["logp"] = torch.log_softmax(logits / temperature, dim=-1)
+
+    handle = model.register_forward_hook(hook, with_kwargs=True)
+    try:
+        with torch.no_grad() if no_grad else nullcontext():
+            sequences = model.generate(
+                input_ids=input_ids.to(device),
+                attention_mask=attention_mask.to(device),
+                generation_config=generation_config,
+            )
+    finally:
+        handle.remove()
+    completions = sequences[:, width:]
+    if "logp" in pending and completions.shape[1] > len(recorded):
+        recorded.append(pending.pop("logp").gather(1, completions[:, len(recorded)].unsqueeze(1)).squeeze(1))
+    logps = (
+        torch.stack(recorded, dim=1) if recorded else completions.new_zeros((len(prompt_ids), 0), dtype=torch.float)
+    )
+    return _cut_at_eos(completions, logps, eos_token_ids)
+
+
+def _left_pad(prompt_ids: list[list[int]], pad_token_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(p) for p in prompt_ids)
+    input_ids = torch.full((len(prompt_ids), width), pad_token_id, dtype=torch.long)
+    attention_mask = torch.zeros_like(input_ids)
+    for row, ids in enumerate(prompt_ids):
+        input_ids[row, width - len(ids) :] = torch.tensor(ids, dtype=torch.long)
+        attention_mask[row, width - len(ids) :] = 1
+    return input_ids, attention_mask
+
+
+def _cut_at_eos(
+    completions: torch.Tensor, logps: torch.Tensor, eos_token_ids: Sequence[int]
+) -> tuple[list[list[int]], list[list[float]]]:
+    """Per row, the tokens up to and including the first EOS, with their log-probs."""
+    eos = torch.tensor(list(eos_token_ids), device=completions.device)
+    out_ids, out_logps = [], []
+    for row in range(completions.shape[0]):
+        ids = completions[row].tolist()
+        hits = torch.isin(completions[row], eos).nonzero()
+        end = int(hits[0, 0]) + 1 if hits.numel() else len(ids)
+        out_ids.append(ids[:end])
+        out_logps.append(logps[row, :end].tolist())
+    return out_ids, out_logps

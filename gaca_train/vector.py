@@ -1,0 +1,170 @@
+"""A pool of envs over Gymnasium's vector envs, for group rollouts of whole episodes.
+
+A rollout resets every env of the pool to an assigned task id (N envs per task form a group),
+then steps only the envs whose episode is still running. Gymnasium's vector envs step all
+sub-envs at once and reset finished ones themselves, so each sub-env is wrapped in a
+:class:`RolloutSlot` that (1) resets to the task id set on it with ``set_attr``, and (2) once its
+episode ended, answers further steps (action ``None``) and the vector env's automatic resets
+from a cache, without touching the real env. Infos travel whole, boxed, under ``info["step_info"]``.
+
+This module imports gymnasium and gaca_envs only (no torch), so subprocess workers start light.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+
+_START = "gaca_rollout_start"
+
+
+@dataclass(frozen=True)
+class InfoBox:
+    """Carries an env's info dict through a vector env unbatched (vector envs split dicts by key)."""
+
+    info: dict[str, Any]
+
+
+class RolloutSlot(gym.Wrapper):
+    """Wraps one env of a rollout pool; see the module docstring.
+
+    Attributes:
+        task_id: the task the next real reset starts (set by the pool with ``set_attr``).
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.task_id: str | None = None
+        self._last: tuple[Any, float, bool, bool, dict[str, Any]] | None = None
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        options = dict(options or {})
+        if not options.pop(_START, False):
+            # An automatic reset by the vector env after the episode ended: stay idle.
+            if self._last is None:
+                raise RuntimeError("RolloutSlot was reset before its first rollout start; use RolloutPool.reset")
+            return self._last[0], self._last[4]
+        if self.task_id is not None:
+            options["task_id"] = self.task_id
+        obs, info = self.env.reset(seed=seed, options=options)
+        self._last = (obs, 0.0, False, False, {"step_info": InfoBox(info)})
+        return obs, {"step_info": InfoBox(info)}
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        if action is None:
+            if self._last is None:
+                raise RuntimeError("RolloutSlot stepped before its first rollout start; use RolloutPool.reset")
+            obs, _, _, _, info = self._last
+            return obs, 0.0, True, False, info
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self._last = (obs, float(reward), bool(terminated), bool(truncated), {"step_info": InfoBox(info)})
+        return self._last
+
+
+def make_slot_env(env_id: str, env_kwargs: dict[str, Any]) -> RolloutSlot:
+    """Builds ``gym.make(env_id, **env_kwargs)`` wrapped in a :class:`RolloutSlot`.
+
+    ``gaca_envs`` is imported first so that GACA ids resolve in fresh subprocesses too.
+    """
+    import gaca_envs  # noqa: F401  (registers the GACA env ids)
+
+    return RolloutSlot(gym.make(env_id, **env_kwargs))
+
+
+@dataclass
+class StepResult:
+    """One env's answer to a pool step."""
+
+    observation: str
+    reward: float
+    terminated: bool
+    truncated: bool
+    info: dict[str, Any]
+
+
+class RolloutPool:
+    """``num_envs`` envs of one id in a Gymnasium vector env (subprocesses or in-process).
+
+    Args:
+        env_id: Gymnasium id, e.g. ``"GACA-CriticalChain-v0"``.
+        num_envs: pool size (the number of episodes a rollout plays at once).
+        env_kwargs: keyword arguments of ``gym.make``.
+        mode: ``"async"`` (``AsyncVectorEnv``, one subprocess per env, started with forkserver) or
+            ``"sync"`` (``SyncVectorEnv``, in this process).
+    """
+
+    def __init__(self, env_id: str, num_envs: int, env_kwargs: dict[str, Any] | None = None, mode: str = "async"):
+        if num_envs < 1:
+            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        fns = [functools.partial(make_slot_env, env_id, dict(env_kwargs or {})) for _ in range(num_envs)]
+        if mode == "async":
+            self.envs = gym.vector.AsyncVectorEnv(
+                fns, shared_memory=False, context="forkserver", autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP
+            )
+        elif mode == "sync":
+            self.envs = gym.vector.SyncVectorEnv(fns, autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP)
+        else:
+            raise ValueError(f"mode must be 'async' or 'sync', got {mode!r}")
+        self.num_envs = num_envs
+        self.env_id = env_id
+
+    def reset(self, task_ids: Sequence[str], seed: int | None = None) -> list[tuple[str, dict[str, Any]]]:
+        """Starts an episode in every env: env ``i`` on ``task_ids[i]`` (seeded ``seed + i``).
+
+        Returns:
+            Per env, the first observation and info.
+        """
+        if len(task_ids) != self.num_envs:
+            raise ValueError(f"task_ids must have one id per env ({self.num_envs}), got {len(task_ids)}")
+        self.envs.set_attr("task_id", list(task_ids))
+        obs, infos = self.envs.reset(seed=seed, options={_START: True})
+        return [(obs[i], infos["step_info"][i].info) for i in range(self.num_envs)]
+
+    def step(self, actions: Sequence[str | None]) -> list[StepResult | None]:
+        """Steps every env whose action is not None; envs given None stay as they are.
+
+        Returns:
+            Per env, its :class:`StepResult`, or None where the action was None.
+        """
+        obs, rewards, terminated, truncated, infos = self.envs.step(tuple(actions))
+        return [
+            None
+            if action is None
+            else StepResult(
+                obs[i], float(rewards[i]), bool(terminated[i]), bool(truncated[i]), infos["step_info"][i].info
+            )
+            for i, action in enumerate(actions)
+        ]
+
+    def close(self) -> None:
+        """Closes the vector env and its subprocesses."""
+        self.envs.close()
+
+
+def env_task_ids(env: Any, split: str) -> list[str] | None:
+    """The task ids an env offers for ``split``, or None if it offers none.
+
+    ``env.task_ids(split)`` when it is a method (CriticalChain); the ``task_ids`` property of an env
+    built for one split (ALFWorld); ``fixed_<n>`` for the goals in ``env.split_range`` (WebShop).
+
+    Raises:
+        ValueError: if the env was built for another split than ``split``.
+    """
+    lister = getattr(env, "task_ids", None)
+    if lister is None and isinstance(getattr(env, "split_range", None), range):
+        lister = [f"fixed_{goal}" for goal in env.split_range]  # WebShop: goal n of the env's split
+    if lister is None:
+        return None
+    if callable(lister):
+        return list(lister(split))
+    env_split = getattr(env, "split", split)
+    if env_split != split:
+        raise ValueError(
+            f"task_split={split!r} but the env was built for split {env_split!r}; set env_kwargs "
+            f'{{"split": "{split}"}} (or task_split: {env_split})'
+        )
+    return list(lister)

@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from gaca_train.advantages import ESTIMATORS, EstimatorConfig
+from gaca_train.config import ESTIMATOR_FIELDS, GACAConfig
+from tests.gaca_train.tiny_setup import tiny_config
+
+
+def test_mirrors_every_estimator_option_with_the_same_default():
+    defaults = {f.name: f.default for f in dataclasses.fields(GACAConfig)}
+    for f in dataclasses.fields(EstimatorConfig):
+        assert f.name in defaults, f.name
+        assert defaults[f.name] == f.default, f.name
+        assert dataclasses.fields(GACAConfig)[[g.name for g in dataclasses.fields(GACAConfig)].index(f.name)].metadata[
+            "help"
+        ]
+    assert EstimatorConfig.option_names() == ESTIMATOR_FIELDS
+
+
+def test_estimator_kwargs_round_trip_into_estimator_config(tmp_path):
+    args = tiny_config(tmp_path, estimator="reweight", eta=0.5, w_max=2.0, preset="verl-agent")
+    kwargs = args.estimator_kwargs()
+    assert kwargs.pop("estimator") == "reweight"
+    assert EstimatorConfig(**kwargs) == EstimatorConfig(eta=0.5, w_max=2.0, preset="verl-agent")
+
+
+def test_groups_map_onto_trl_batch_fields(tmp_path):
+    args = tiny_config(tmp_path, tasks_per_iteration=3, rollouts_per_task=4, per_device_train_batch_size=4)
+    assert args.num_generations == 4
+    assert args.generation_batch_size == 12
+    assert args.steps_per_generation == 3
+
+
+def test_env_kwargs_from_json_string(tmp_path):
+    args = tiny_config(tmp_path, env_kwargs='{"horizon": 5, "noise": 0.1}')
+    assert args.env_kwargs == {"horizon": 5, "noise": 0.1}
+
+
+def test_preset_none_string_from_cli(tmp_path):
+    assert tiny_config(tmp_path, preset="none").preset is None
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"estimator": "ppo"}, f"estimator must be one of {ESTIMATORS}, got 'ppo'"),
+        ({"anchor": "hash"}, "anchor must be one of ('state', 'text'), got 'hash'"),
+        ({"vector_env": "ray"}, "vector_env must be one of ('async', 'sync'), got 'ray'"),
+        ({"nll_reduction": "max"}, "nll_reduction must be one of ('mean', 'sum'), got 'max'"),
+        ({"rollouts_per_task": 1}, "rollouts_per_task must be >= 2 (group-relative advantages need a group), got 1"),
+        ({"max_env_steps": 0}, "max_env_steps must be >= 1, got 0"),
+        ({"history_length": -1}, "history_length must be >= 0, got -1"),
+        ({"max_tasks": 0}, "max_tasks must be >= 1 or None, got 0"),
+        ({"task_ids": []}, "task_ids must be None or a non-empty list of task ids, got []"),
+        ({"eta": -0.3}, "eta must be >= 0, got -0.3"),
+        ({"lambda0": 1.0}, "lambda0 must be in [0, 1) (the blend divides by 1 - lambda0), got 1.0"),
+        ({"modulation": "cubic"}, "modulation must be one of ('linear', 'sigmoid'), got 'cubic'"),
+        ({"env_kwargs": "{horizon: 5"}, "env_kwargs must be a JSON object string, got '{horizon: 5'"),
+        ({"prompt_template": "Task {task} {nope}"}, "prompt_template must be a str.format template using only"),
+        (
+            {"steps_per_generation": 1},
+            "generation_batch_size (2) must equal tasks_per_iteration * rollouts_per_task = 4",
+        ),
+    ],
+)
+def test_validation_errors_name_field_value_and_fix(tmp_path, overrides, message):
+    with pytest.raises(ValueError) as info:
+        tiny_config(tmp_path, **overrides)
+    assert message in str(info.value)

@@ -1,0 +1,142 @@
+from __future__ import annotations
+
+import torch
+from transformers import GenerationConfig
+
+from gaca_train.advantages import anchor_ids
+from gaca_train.rollout import (
+    PromptBuilder,
+    generate_with_logprobs,
+    parse_response,
+    run_rollout,
+    template_for,
+)
+from gaca_train.trainer import token_advantages
+from gaca_train.vector import RolloutPool
+from tests.gaca_train.tiny_setup import ENV_KWARGS, tiny_model_and_tokenizer
+
+
+def test_parse_response_accepts_only_think_then_action():
+    ok = parse_response("<think> the sign says amber </think> <action> take the amber road </action>")
+    assert ok.valid and ok.action == "take the amber road"
+    # Malformed responses are invalid, but what looks like an action is still sent to the env.
+    no_think = parse_response("<action>walk to the mill</action>")
+    assert not no_think.valid and no_think.action == "walk to the mill"
+    plain = parse_response("  walk   to the mill ")
+    assert not plain.valid and plain.action == "walk to the mill"
+    assert not parse_response("<think>x</think><action>  </action>").valid
+    assert not parse_response("<think>x</think><action>a</action> trailing words").valid
+    assert not parse_response("<action>a</action><think>x</think>").valid
+
+
+def test_prompt_shows_task_step_history_and_admissible_actions():
+    builder = PromptBuilder("SYS", template_for("GACA-CriticalChain-v0")[1], history_length=2, max_steps=9)
+    history = [("obs0", "act0"), ("obs1", "act1"), ("obs2", "act2")]
+    messages = builder.messages("deliver it", 3, "obs3", ["wait", "go on"], history)
+    assert messages[0] == {"role": "system", "content": "SYS"}
+    user = messages[1]["content"]
+    assert "deliver it" in user and "Step 4 of at most 9" in user and "obs3" in user
+    assert "[Step 2] Observation: obs1 Action: act1" in user and "[Step 3] Observation: obs2 Action: act2" in user
+    assert "obs0" not in user  # only the last history_length steps
+    assert "'wait', 'go on'" in user and "<think>" in user and "<action>" in user
+    assert len(PromptBuilder("", "{task}", 0, 5).messages("t", 0, "o", [], history)) == 1  # no system message
+    assert template_for("GACA-ALFWorld-v0")[0].startswith("You are an expert household agent")
+    assert template_for("unknown-env")[1] == template_for("also-unknown")[1]
+
+
+def _generation_config(tokenizer, max_new_tokens=6):
+    return GenerationConfig(
+        max_new_tokens=max_new_tokens,
+        do_sample=True,
+        temperature=1.0,
+        top_k=0,
+        top_p=1.0,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+
+
+def test_recorded_log_probs_equal_the_policy_recomputed():
+    torch.manual_seed(0)
+    model, tokenizer = tiny_model_and_tokenizer()
+    model.eval()
+    prompts = [tokenizer("walk to the mill")["input_ids"], tokenizer("take the road <action>")["input_ids"]]
+    ids, logps = generate_with_logprobs(
+        model,
+        prompts,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_ids=[tokenizer.eos_token_id],
+        generation_config=_generation_config(tokenizer, 10),
+        temperature=0.7,
+    )
+    for prompt, completion, recorded in zip(prompts, ids, logps, strict=True):
+        assert len(completion) == len(recorded) >= 1
+        full = torch.tensor([prompt + completion])
+        with torch.no_grad():
+            logits = model(full).logits[0, len(prompt) - 1 : -1].float() / 0.7
+        expected = torch.log_softmax(logits, -1).gather(1, torch.tensor(completion)[:, None]).squeeze(1)
+        torch.testing.assert_close(torch.tensor(recorded), expected, atol=1e-4, rtol=1e-4)
+        if tokenizer.eos_token_id in completion:
+            assert completion.index(tokenizer.eos_token_id) == len(completion) - 1
+
+
+def _rollout(mode="sync", tasks=("train-0", "train-0", "train-1", "train-1")):
+    torch.manual_seed(0)
+    model, tokenizer = tiny_model_and_tokenizer()
+    pool = RolloutPool("GACA-CriticalChain-v0", len(tasks), ENV_KWARGS, mode=mode)
+    system, template = template_for("GACA-CriticalChain-v0")
+    builder = PromptBuilder(system, template, history_length=2, max_steps=4)
+
+    def generate(prompt_ids):
+        return generate_with_logprobs(
+            model,
+            prompt_ids,
+            pad_token_id=tokenizer.pad_token_id,
+            eos_token_ids=[tokenizer.eos_token_id],
+            generation_config=_generation_config(tokenizer),
+        )
+
+    try:
+        return run_rollout(pool, list(tasks), generate, tokenizer, builder, seed=3, batch_size=3), tokenizer
+    finally:
+        pool.close()
+
+
+def test_rollout_records_one_row_per_step_with_groups_and_anchors():
+    result, tokenizer = _rollout()
+    # A random tiny model never answers in format, so every env runs to its step limit (4).
+    assert len(result.steps) == 16 and all(not s.valid for s in result.steps)
+    assert [e.length for e in result.episodes] == [4, 4, 4, 4]
+    assert all(e.truncated and not e.won for e in result.episodes)
+    assert result.group_of_env == [0, 0, 1, 1]
+    rows = result.to_step_rows(reward_scale=2.0, traj_offset=10)
+    assert rows.group.tolist() == [0, 0, 1, 1] * 4
+    assert rows.traj.tolist() == [10, 11, 12, 13] * 4
+    assert rows.step.tolist() == [0] * 4 + [1] * 4 + [2] * 4 + [3] * 4
+    # Invalid actions leave the state as it was, so every step of a trajectory shares the start anchor.
+    first = anchor_ids([result.steps[0].anchor_key]).item()
+    assert (rows.anchor[rows.group == 0] == first).all()
+    nll = torch.tensor([-sum(s.logps) / len(s.logps) for s in result.steps])
+    torch.testing.assert_close(rows.nll, nll)
+    text_rows = result.to_step_rows(anchor="text", nll_reduction="sum")
+    torch.testing.assert_close(text_rows.nll, torch.tensor([-sum(s.logps) for s in result.steps]))
+    assert not torch.equal(text_rows.anchor, rows.anchor)
+    metrics = result.metrics()
+    assert metrics["rollout/invalid_rate"] == 1.0 and metrics["rollout/success_rate"] == 0.0
+    assert metrics["rollout/episode_length"] == 4.0 and metrics["time/generation"] > 0
+    # Malformed responses were still sent to the env, which answered as the benchmark does.
+    assert all(not s.env_valid for s in result.steps)
+    assert all(s.prompt_ids[-1] == tokenizer.convert_tokens_to_ids("assistant") for s in result.steps)
+
+
+def test_async_pool_gives_the_same_rollout_as_sync():
+    sync, _ = _rollout("sync")
+    asyn, _ = _rollout("async")
+    assert [s.completion_ids for s in sync.steps] == [s.completion_ids for s in asyn.steps]
+    assert [s.anchor_key for s in sync.steps] == [s.anchor_key for s in asyn.steps]
+
+
+def test_token_advantages_broadcast_over_completion_tokens_only():
+    mask = torch.tensor([[1, 1, 1], [1, 0, 0], [0, 0, 0]])
+    out = token_advantages(torch.tensor([2.0, -1.0, 5.0]), mask)
+    assert out.tolist() == [[2.0, 2.0, 2.0], [-1.0, 0.0, 0.0], [0.0, 0.0, 0.0]]

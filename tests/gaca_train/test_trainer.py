@@ -1,0 +1,201 @@
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import TrainerCallback
+
+from gaca_train.advantages import compute_advantages
+from gaca_train.trainer import GACATrainer, env_reward, resolve_task_ids, tasks_dataset
+from gaca_train.vector import env_task_ids
+from tests.gaca_train.tiny_setup import tiny_config, tiny_model_and_tokenizer, warm_started_model_and_tokenizer
+
+
+def _snapshot(model):
+    return {n: p.detach().clone() for n, p in model.named_parameters()}
+
+
+@pytest.mark.parametrize("estimator", ["grpo", "gigpo", "gaca", "reweight"])
+def test_one_real_iteration_per_estimator_logs_loss_and_moves_parameters(tmp_path, estimator):
+    # Warm-started, the policy answers in format on some steps only, so returns differ within a group.
+    model, tokenizer = warm_started_model_and_tokenizer()
+    trainer = GACATrainer(
+        model=model,
+        args=tiny_config(tmp_path, estimator=estimator, rollouts_per_task=4, per_device_train_batch_size=8),
+        processing_class=tokenizer,
+    )
+    before = _snapshot(model)
+    trainer.train()
+    logs = trainer.state.log_history[0]
+    assert torch.isfinite(torch.tensor(logs["loss"])) and logs["grad_norm"] > 0
+    assert 0.0 < logs["rollout/invalid_rate"] < 1.0
+    for key in (
+        "rollout/success_rate",
+        "rollout/score",
+        "rollout/episode_length",
+        "rollout/invalid_rate",
+        "advantage/step_signal_share",
+        "nll/mean",
+        "time/rollout",
+        "time/generation",
+        "time/env",
+    ):
+        assert key in logs, key
+    if estimator == "gaca":
+        assert "advantage/lambda_mean" in logs and "advantage/lambda_std" in logs
+    changed = [n for n, p in model.named_parameters() if not torch.equal(before[n], p)]
+    assert changed, "no parameter changed"
+    assert trainer._pools == {}  # env pools closed after train
+
+
+def test_rows_become_advantages_then_per_token_tensors_with_equal_padding(tmp_path):
+    model, tokenizer = tiny_model_and_tokenizer()
+    # 4 episodes of 4 steps = 16 rows, split into 3 micro-batches: padded to 18 rows.
+    args = tiny_config(tmp_path, per_device_train_batch_size=2, steps_per_generation=2, estimator="gaca", eta=1.0)
+    args.steps_per_generation = 3  # as if 6 episodes were split three ways; exercises the padding
+    trainer = GACATrainer(model=model, args=args, processing_class=tokenizer)
+    inputs = [{"task_id": t} for t in ["train-0", "train-0", "train-1", "train-1"]]
+    out = trainer._generate_and_score_completions(inputs)
+    result = trainer.last_rollout
+    rows = result.to_step_rows()
+    expected = compute_advantages(rows, **args.estimator_kwargs()).advantage
+    n = len(result.steps)
+    assert n == 16 and out["advantages"].shape[0] == 18 and out["completion_ids"].shape[0] == 18
+    mask = out["completion_mask"]
+    assert mask[n:].sum() == 0  # padding rows carry no loss
+    assert out["num_items_in_batch"].item() == sum(len(s.completion_ids) for s in result.steps)
+    for i, step in enumerate(result.steps):
+        length = len(step.completion_ids)
+        assert out["completion_ids"][i, :length].tolist() == step.completion_ids
+        assert torch.allclose(out["advantages"][i, :length], expected[i].expand(length))
+        assert (out["advantages"][i, length:] == 0).all()
+        assert out["prompt_ids"][i, -len(step.prompt_ids) :].tolist() == step.prompt_ids
+    # Three micro-batches per optimiser step: TRL's rule asks for old-policy log-probs, recomputed by a
+    # forward pass; they match the log-probs the rollout recorded while sampling.
+    assert "ref_per_token_logps" not in out
+    for i, step in enumerate(result.steps):
+        recomputed = out["old_per_token_logps"][i, : len(step.logps)]
+        torch.testing.assert_close(recomputed, torch.tensor(step.logps), atol=1e-4, rtol=1e-4)
+    trainer.close_envs()
+
+
+def test_completion_tables_get_one_entry_per_step(tmp_path):
+    model, tokenizer = tiny_model_and_tokenizer()
+    args = tiny_config(tmp_path, log_completions=True, num_completions_to_print=2)
+    trainer = GACATrainer(model=model, args=args, processing_class=tokenizer)
+    trainer.train()
+    table = sorted((tmp_path / "out" / "completions").glob("*.parquet"))
+    assert len(table) == 1
+    import pandas as pd
+
+    frame = pd.read_parquet(table[0])
+    assert len(frame) == len(trainer.last_rollout.steps) == 16
+    assert list(frame["completion"]) == [s.response for s in trainer.last_rollout.steps]
+    assert set(frame.columns) >= {"prompt", "completion", "env_reward", "advantage"}
+
+
+def test_evaluate_plays_the_eval_tasks_and_reports_rollout_metrics(tmp_path):
+    model, tokenizer = tiny_model_and_tokenizer()
+    args = tiny_config(tmp_path, per_device_eval_batch_size=2, num_generations_eval=2)
+    trainer = GACATrainer(model=model, args=args, processing_class=tokenizer, eval_dataset=tasks_dataset(["valid-0"]))
+    metrics = trainer.evaluate()
+    trainer.close_envs()
+    assert metrics["eval_rollout/success_rate"] == 0.0 and metrics["eval_rollout/steps"] == 8.0
+    assert {e.task_id for e in trainer.last_rollout.episodes} == {"valid-0"}
+
+
+def test_kl_to_a_reference_model_loaded_from_a_path(tmp_path):
+    model, tokenizer = tiny_model_and_tokenizer()
+    path = tmp_path / "tiny"
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    args = tiny_config(tmp_path, beta=0.01, gradient_accumulation_steps=2)
+    trainer = GACATrainer(model=str(path), args=args, processing_class=tokenizer)
+    trainer.train()
+    logs = trainer.state.log_history[0]
+    assert "kl" in logs and torch.isfinite(torch.tensor(logs["loss"]))
+
+
+class _StopAfter(TrainerCallback):
+    """Interrupts training after ``step`` optimiser steps, as a crash or pre-emption would."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step >= self.step:
+            control.should_training_stop = True
+        return control
+
+
+def test_resume_from_checkpoint_continues_where_it_stopped(tmp_path):
+    def run(out, callbacks=None, resume=None):
+        model, tokenizer = tiny_model_and_tokenizer()
+        args = tiny_config(
+            tmp_path,
+            output_dir=str(tmp_path / out),
+            max_steps=2,
+            save_strategy="steps",
+            save_steps=1,
+            learning_rate=5e-2,
+            tasks_per_iteration=1,
+            rollouts_per_task=2,
+        )
+        trainer = GACATrainer(model=model, args=args, processing_class=tokenizer, callbacks=callbacks)
+        trainer.train(resume_from_checkpoint=resume)
+        return trainer, model
+
+    straight, model_a = run("a")
+    interrupted, _ = run("b", callbacks=[_StopAfter(1)])
+    assert interrupted.state.global_step == 1
+    resumed, model_b = run("b", resume=str(tmp_path / "b" / "checkpoint-1"))
+    assert resumed.state.global_step == 2
+    # Model, optimiser, scheduler, RNG and task order were restored: the second iteration played the same
+    # tasks with the same samples, and the weights end equal.
+    assert [s.completion_ids for s in straight.last_rollout.steps] == [
+        s.completion_ids for s in resumed.last_rollout.steps
+    ]
+    assert straight.last_rollout.episodes[0].task_id == resumed.last_rollout.episodes[0].task_id
+    for (name, p), q in zip(model_a.named_parameters(), model_b.parameters(), strict=True):
+        torch.testing.assert_close(p, q, msg=name)
+    assert straight.state.log_history[1]["learning_rate"] == resumed.state.log_history[-2]["learning_rate"]
+
+
+def test_task_ids_come_from_the_env_or_the_config(tmp_path):
+    assert resolve_task_ids(tiny_config(tmp_path)) == ["train-0", "train-1"]
+    assert resolve_task_ids(tiny_config(tmp_path, task_split="valid", max_tasks=1)) == ["valid-0"]
+    assert resolve_task_ids(tiny_config(tmp_path, task_ids=["test-3"])) == ["test-3"]
+    assert tasks_dataset(["a", "b"])["task_id"] == ["a", "b"]
+    with pytest.raises(RuntimeError, match="takes rewards from the environment"):
+        env_reward(["x"])
+
+
+class _OneSplitEnv:
+    """Like the ALFWorld env: built for one split, its task ids are a property."""
+
+    split = "valid_seen"
+
+    @property
+    def task_ids(self):
+        return ["a/b/1", "a/b/2"]
+
+
+def test_task_ids_from_a_property_of_an_env_built_for_one_split():
+    assert env_task_ids(_OneSplitEnv(), "valid_seen") == ["a/b/1", "a/b/2"]
+    with pytest.raises(ValueError, match="task_split='train' but the env was built for split 'valid_seen'"):
+        env_task_ids(_OneSplitEnv(), "train")
+    assert env_task_ids(object(), "train") is None
+    webshop_like = type("Shop", (), {"split": "eval", "split_range": range(500, 503)})()
+    assert env_task_ids(webshop_like, "eval") == ["fixed_500", "fixed_501", "fixed_502"]
+
+
+def test_fewer_tasks_than_an_iteration_needs_is_an_error(tmp_path):
+    model, tokenizer = tiny_model_and_tokenizer()
+    with pytest.raises(ValueError, match="tasks_per_iteration=3 needs at least 3 task ids, got 2"):
+        GACATrainer(model=model, args=tiny_config(tmp_path, tasks_per_iteration=3), processing_class=tokenizer)
+
+
+def test_split_groups_are_rejected(tmp_path):
+    model, tokenizer = tiny_model_and_tokenizer()
+    trainer = GACATrainer(model=model, args=tiny_config(tmp_path), processing_class=tokenizer)
+    with pytest.raises(ValueError, match="must hold whole groups of 2 equal task ids in a row"):
+        trainer._generate_and_score_completions([{"task_id": t} for t in ["train-0", "train-1", "train-0", "train-1"]])

@@ -1,0 +1,47 @@
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_make_tiny_model_saves_a_model_autotokenizer_loads_with_its_words(tmp_path):
+    out = tmp_path / "tiny"
+    env_kwargs = json.dumps({"horizon": 3, "num_branches": 1, "num_tasks": 2})
+    command = [sys.executable, str(ROOT / "scripts" / "make_tiny_model.py"), "--out", str(out),
+               "--env-kwargs", env_kwargs, "--num-tasks", "2", "--max-steps", "4", "--hidden-size", "32",
+               "--sft-steps", "2", "--fork-noise", "0.5", "--cpu"]  # fmt: skip
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    model = AutoModelForCausalLM.from_pretrained(out)
+    ids = tokenizer("<think> </think> <action> look around </action>")["input_ids"]
+    tokens = ["<think>", "</think>", "<action>", "look", "around", "</action>"]
+    assert tokenizer.convert_ids_to_tokens(ids) == tokens
+    assert tokenizer.unk_token_id not in ids
+    assert model.config.vocab_size == len(tokenizer) and tokenizer.chat_template
+
+
+@pytest.mark.slow
+def test_bench_trainer_parts_add_up_to_the_iteration():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import bench_trainer
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    args = argparse.Namespace(
+        iterations=1, tasks=2, rollouts=2, micro_batches=2, horizon=3, max_env_steps=3,
+        max_completion_length=4, hidden_size=16, num_layers=1, vector_env="sync", threads=1,
+    )  # fmt: skip
+    parts = bench_trainer.run(args)
+    names = ("generation", "env", "advantage", "train", "other")
+    assert all(parts[n] >= 0 for n in names)
+    assert abs(sum(parts[n] for n in names) - parts["iteration"]) < 1e-9
+    assert parts["rows_per_iteration"] == 12  # 4 episodes x 3 steps: the untrained model never finishes
