@@ -1,11 +1,14 @@
 # The two README commands: `make demo` (main job on the embedded default) and `make test`.
-.PHONY: demo test lint bench setup
+.PHONY: demo demo-estimators test lint bench setup
 PY := .venv/bin/python
 
 setup:
 	@scripts/setup.sh dev
 
 demo: setup
+	$(PY) scripts/quickstart_cpu.py --out outputs/quickstart
+
+demo-estimators: setup
 	$(PY) scripts/demo.py
 
 test: setup
