@@ -209,7 +209,7 @@ class NativeEngine:
         """
         self._game = None
         data = read_game_file(game_file)
-        what = f"ALFWorld game file {game_file}"
+        what = f"cannot load ALFWorld game file {game_file}"
         domain = self._domains.get(data["pddl_domain"])
         if domain is None:
             digest = domain_digest(data["pddl_domain"])
@@ -242,7 +242,13 @@ class NativeEngine:
         deriver = Deriver(rules, problem.objects, entities)
         # The grammar check and the cacheable templates depend only on the parsed rules, whose
         # pieces the grammar cache shares between games: key them by those pieces' identities.
-        key = ("checked", tuple((n, tuple(id(r.rhs) for r in rs)) for n, rs in rules.items()), id(actions.get("look")))
+        # (Rule texts are interned in the cache, so their ids are stable; plain-text rules such as
+        # the task sentence cannot change the outcome and are left out of the key.)
+        key = (
+            "checked",
+            tuple((n, tuple(id(r.rhs) for r in rs)) for n, rs in rules.items() if not _plain(rs)),
+            tuple((n, id(g.template), id(g.feedback)) for n, g in actions.items()),
+        )
         cacheable = self._grammar_cache.get(key)
         if cacheable is None:
             _check_symbols(deriver, actions, what)
@@ -518,6 +524,10 @@ def _slice_ops(game, static, dyn, a, loc, held) -> list:
         return []
     here = sorted(o for o, ll in dyn.get("objectatlocation", ()) if ll == loc and (o,) in static.get("sliceable", ()))
     return [("sliceobject", (a, loc, co, ko)) for co in here for ko in knives if co != ko]
+
+
+def _plain(rules) -> bool:
+    return all(not r.condition and all(sym[0] == "T" for sym in r.rhs) for r in rules)
 
 
 def _check_symbols(deriver: Deriver, actions: Mapping[str, GrammarAction], what: str) -> None:

@@ -321,6 +321,12 @@ class Deriver:
 
     def solutions(self, facts: Facts, query: Query, mapping: Mapping_, first_only: bool = False) -> list[Mapping_]:
         """All extensions of ``mapping`` satisfying ``query``, in TextWorld's order."""
+        if all(p in mapping for _, params in query for p in params):  # nothing to search: check the facts
+            ok = all(
+                facts.has(pred, tuple(mapping[p] for p in params)) and self._typed([mapping[p] for p in params], params)
+                for pred, params in query
+            )
+            return [dict(mapping)] if ok else []
         out: list[Mapping_] = []
         self._search(facts, query, 0, dict(mapping), set(mapping.values()), out, first_only)
         return out
