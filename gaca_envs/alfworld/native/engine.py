@@ -363,7 +363,7 @@ class NativeEngine:
         )
 
     def set_state(self, state: NativeState) -> EngineState:
-        """Restores a snapshot of the loaded game; returns its state with a "look"-free empty observation."""
+        """Restores a snapshot taken in the loaded game; returns its state (with an empty observation)."""
         game = self._require()
         dynamic: dict[str, set] = {}
         deleted: dict[str, set] = {}
@@ -461,8 +461,8 @@ def _effects(action: str, args: tuple[str, ...]) -> tuple[list, list]:
         return [("ison", o), ("istoggled", o)], [("ison", o)]
     if action == "sliceobject":
         return [("issliced", args[2])], []
-    # look, inventory, help, examine*: only `checked`, which nothing reads
-    return [], []
+    # look (?a ?l), examineReceptacle/examineObject (?a ?x): (checked ?l / ?x); inventory, help: (checked ?a)
+    return [("checked", args[-1])], []
 
 
 def _operators(game: _Game, store: _Store) -> list[tuple[str, tuple[str, ...]]]:

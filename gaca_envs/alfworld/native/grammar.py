@@ -248,6 +248,8 @@ def parse_twl2(
         GameFileError: if the document or a rule cannot be parsed.
     """
     cache = {} if cache is None else cache
+    if len(cache.get("rhs", ())) > 4096 or len(cache.get("chunks", ())) > 512:
+        cache.clear()  # bounded; everything keyed on the cached pieces goes with them
     chunks_cache, rhs_cache = cache.setdefault("chunks", {}), cache.setdefault("rhs", {})
     items: list[tuple] = []
     try:
