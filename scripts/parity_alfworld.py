@@ -53,9 +53,18 @@ _VERBS = (
 _JUNK = ("", "xyzzy", "go to", "take", "inventory please", "Look", "go to fridge 99", "help me")
 
 
-def walk_commands(rng: random.Random, state: EngineState, names: list[str]) -> str:
-    """One walk step: a random admissible command, or (``INVALID_RATE``) an invalid/padded one."""
+def walk_commands(rng: random.Random, state: EngineState, names: list[str], policy: str = "uniform") -> str:
+    """One walk step: a random admissible command, or (``INVALID_RATE``) an invalid/padded one.
+
+    ``policy="uniform"`` draws admissible commands uniformly; ``"verbs"`` first draws a verb
+    (go, take, move, heat, use, slice, ...) then a command with it, so rare actions get played.
+    """
     if rng.random() >= INVALID_RATE:
+        if policy == "verbs":
+            by_verb: dict[str, list[str]] = {}
+            for command in state.admissible_commands:
+                by_verb.setdefault(command.split()[0], []).append(command)
+            return rng.choice(by_verb[rng.choice(sorted(by_verb))])
         return rng.choice(state.admissible_commands)
     kind = rng.random()
     if kind < 0.2:
@@ -84,7 +93,7 @@ def _derived(rec: dict) -> dict:
     }
 
 
-def play_reference(engine, game_file: str, walks: int) -> dict:
+def play_reference(engine, game_file: str, walks: int, policy: str = "uniform") -> dict:
     """Plays the walkthrough and ``walks`` random walks with ``engine``; returns the commands and states."""
     game = json.loads(Path(game_file).read_text())
     engine.load(game_file)
@@ -102,25 +111,26 @@ def play_reference(engine, game_file: str, walks: int) -> dict:
         steps = [{"cmd": None, **_record(state)}]
         rng = random.Random(f"{Path(game_file).parent.name}|{label}")
         for i in range(len(commands) if commands is not None else WALK_STEPS):
-            cmd = commands[i] if commands is not None else walk_commands(rng, state, names)
+            cmd = commands[i] if commands is not None else walk_commands(rng, state, names, policy)
             state = engine.step(cmd)
             steps.append({"cmd": cmd, **_record(state)})
         out["walks"].append({"label": label, "steps": steps})
     return out
 
 
-def _cache_key(game_file: str, walks: int) -> str:
+def _cache_key(game_file: str, walks: int, policy: str) -> str:
     versions = "|".join(importlib.metadata.version(p) for p in ("alfworld", "textworld"))
     digest = hashlib.sha256(Path(game_file).read_bytes()).hexdigest()
-    return hashlib.sha256(f"v1|{versions}|{digest}|{walks}|{WALK_STEPS}|{INVALID_RATE}".encode()).hexdigest()[:24]
+    key = f"v1|{versions}|{digest}|{walks}|{WALK_STEPS}|{INVALID_RATE}" + ("" if policy == "uniform" else f"|{policy}")
+    return hashlib.sha256(key.encode()).hexdigest()[:24]
 
 
-def reference_trace(game_file: str, walks: int, cache: Path | None) -> dict:
+def reference_trace(game_file: str, walks: int, cache: Path | None, policy: str = "uniform") -> dict:
     """The stock engine's trace of a game, from the cache when present."""
-    path = cache / f"{_cache_key(game_file, walks)}.json.gz" if cache else None
+    path = cache / f"{_cache_key(game_file, walks, policy)}.json.gz" if cache else None
     if path is not None and path.exists():
         return json.loads(gzip.decompress(path.read_bytes()))
-    trace = play_reference(TextWorldEngine(), game_file, walks)
+    trace = play_reference(TextWorldEngine(), game_file, walks, policy)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
@@ -176,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", default="outputs/parity_games", help="folder of generated games")
     parser.add_argument("--cache", default=None, help="folder to cache the stock engine's traces in")
     parser.add_argument("--shard", default="0/1", help="I/N: play games I, I+N, ... (default: %(default)s)")
+    parser.add_argument("--policy", default="uniform", choices=("uniform", "verbs"), help="random walk policy")
+    parser.add_argument("--cached-only", action="store_true", help="skip games whose stock trace is not cached")
     parser.add_argument("--reference-only", action="store_true", help="only compute/cache the stock traces")
     args = parser.parse_args(argv)
     index, count = (int(x) for x in args.shard.split("/"))
@@ -187,10 +199,15 @@ def main(argv: list[str] | None = None) -> int:
 
         native = NativeEngine()
     start = time.perf_counter()
-    total_steps, mismatches = 0, []
+    total_steps, mismatches, played = 0, [], 0
     for n, game_file in enumerate(files, 1):
-        ref = reference_trace(game_file, args.walks, cache)
+        if args.cached_only and (
+            cache is None or not (cache / f"{_cache_key(game_file, args.walks, args.policy)}.json.gz").exists()
+        ):
+            continue
+        ref = reference_trace(game_file, args.walks, cache, args.policy)
         total_steps += sum(len(w["steps"]) for w in ref["walks"])
+        played += 1
         if native is not None:
             found = compare_game(native, game_file, ref)
             mismatches += found
@@ -201,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"[{time.perf_counter() - start:7.1f}s] {n}/{len(files)} games, {len(mismatches)} mismatches\n"
             )
     sys.stdout.write(
-        f"parity: {len(files)} games x (walkthrough + {args.walks} walks), {total_steps} compared states, "
+        f"parity: {played} games x (walkthrough + {args.walks} walks), {total_steps} compared states, "
         f"{len(mismatches)} mismatches, {time.perf_counter() - start:.1f} s\n"
     )
     return 1 if mismatches else 0
