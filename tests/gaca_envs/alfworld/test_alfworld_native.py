@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pickle
 import random
 import subprocess
 import sys
@@ -91,6 +92,7 @@ def test_save_restore_then_replay_gives_identical_steps(game_files):
         if terminated:
             continue
         snapshot = env.unwrapped.save_state()
+        assert len(pickle.dumps(snapshot)) < 64_000  # small: facts as frozensets, no engine objects
         commands = [None] * 10
         first = []
         for i in range(10):
@@ -201,3 +203,93 @@ def test_missing_agent_start_is_reported(tmp_path, game_files):
     path = _broken(tmp_path, game_files[0], drop_start)
     with pytest.raises(GameFileError, match=r"missing fact \(atLocation <agent> <location>\)"):
         NativeEngine().load(path)
+
+
+def _where(engine: NativeEngine, obj: str) -> str:
+    return next(r for o, r in engine._store.dynamic["inreceptacle"] if o == obj)
+
+
+def _slice_and_transform_commands(engine: NativeEngine) -> list[str]:
+    # Rare paths random walks seldom reach: slicing, then heating/cooling/cleaning and examining.
+    n, static = engine.entity_names(), engine._game.static
+    knife = next(o for o, t in sorted(static["objecttype"]) if t in ("knifetype", "butterknifetype"))
+    food = next(o for (o,) in sorted(static["sliceable"]))
+    rk, rf = _where(engine, knife), _where(engine, food)
+    cmds = [f"go to {n[rk]}", f"open {n[rk]}", f"take {n[knife]} from {n[rk]}", f"examine {n[knife]}"]
+    cmds += [f"go to {n[rf]}", f"open {n[rf]}", f"slice {n[food]} with {n[knife]}", "look"]
+    cmds += [f"move {n[knife]} to {n[rf]}", f"take {n[food]} from {n[rf]}", f"examine {n[food]}", "inventory"]
+    for r, t in sorted(static["receptacletype"]):
+        verb = {"microwavetype": "heat", "fridgetype": "cool", "sinkbasintype": "clean"}.get(t)
+        if verb:
+            cmds += [f"go to {n[r]}", f"{verb} {n[food]} with {n[r]}", f"examine {n[food]}", "look"]
+    return cmds
+
+
+def _shared_location_game(tmp_path: Path, game_file: Path) -> tuple[str, list[str]]:
+    # Two receptacles at one place (as in real ALFWorld data): "go to" pruning, "You are facing
+    # the a, and b", and the "Next to it, you see ..." list fed by TextWorld's not_inreceptacle facts.
+    engine = NativeEngine()
+    engine.load(str(game_file))
+    engine.reset()
+    game, n = engine._game, engine.entity_names()
+    holders = sorted(
+        {r for _, r in engine._store.dynamic["inreceptacle"] if (r,) not in game.static.get("openable", ())}
+    )
+    r1, r2 = (
+        holders[0],
+        next(r for r in sorted(game.loc_of) if r != holders[0] and (r,) not in game.static.get("openable", ())),
+    )
+    obj = next(
+        o for o, r in sorted(engine._store.dynamic["inreceptacle"]) if r == r1 and (o,) in game.static["pickupable"]
+    )
+    data = json.loads(game_file.read_text())
+    problem = data["pddl_problem"]
+    old_loc, new_loc = game.loc_of[r2], game.loc_of[r1]
+    lines = []
+    for line in problem.split("\n"):
+        low = line.lower()
+        if f"receptacleatlocation {r2} " in low or (
+            "objectatlocation " in low and low.strip().endswith(f"{old_loc})")
+        ):
+            line = line[: line.lower().rindex(old_loc)] + new_loc + ")"
+        lines.append(line)
+    data["pddl_problem"] = "\n".join(lines)
+    path = tmp_path / "shared" / "game.tw-pddl"
+    path.parent.mkdir()
+    path.write_text(json.dumps(data))
+    cmds = [f"go to {n[r1]}", "look", f"go to {n[r2]}", f"take {n[obj]} from {n[r1]}", f"move {n[obj]} to {n[r2]}"]
+    cmds += [
+        "look",
+        f"examine {n[r1]}",
+        f"examine {n[r2]}",
+        f"take {n[obj]} from {n[r2]}",
+        f"move {n[obj]} to {n[r1]}",
+    ]
+    return str(path), [*cmds, "look", "inventory"]
+
+
+@pytest.mark.slow
+def test_rare_paths_match_textworld(parity_root, tmp_path):
+    files = sorted((parity_root / "json_2.1.1" / "train").glob("*/*/game.tw-pddl"))
+    native, stock = NativeEngine(), TextWorldEngine()
+    plays = []
+    for f in files:
+        native.load(str(f))
+        native.reset()
+        static = native._game.static
+        if any(t in ("knifetype", "butterknifetype") for _, t in static["objecttype"]) and static.get("sliceable"):
+            plays.append((str(f), _slice_and_transform_commands(native)))
+            break
+    assert plays, "no generated game with a knife and something to slice"
+    plays.append(_shared_location_game(tmp_path, files[0]))
+    sliced = shared = False
+    for game_file, commands in plays:
+        for engine in (native, stock):
+            engine.load(game_file)
+        assert native.reset() == stock.reset()
+        for command in commands:
+            a, b = native.step(command), stock.step(command)
+            assert a == b, command
+            sliced |= a.observation.startswith("You sliced")
+            shared |= "Next to it, you see a " in a.observation
+    assert sliced and shared
