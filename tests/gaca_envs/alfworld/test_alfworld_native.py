@@ -22,7 +22,7 @@ sys.path.insert(0, str(REPO / "scripts"))
 import parity_alfworld  # noqa: E402
 
 PARITY_GAMES = 30
-PARITY_STEPS = 20
+PARITY_STEPS = 15
 
 
 @pytest.fixture(scope="module")
