@@ -5,7 +5,8 @@ then measures with the TextWorld engine:
 - generation: games per second (Fast Downward-free solver + TextWorld replay check);
 - one process: time of a reset that loads a new game, of a reset of the same game, and steps
   per second over episodes of random admissible and invalid commands;
-- ``gymnasium.vector.AsyncVectorEnv`` of 8 envs: env steps per second (all envs together).
+- ``gymnasium.vector.AsyncVectorEnv`` of 8 envs: reset time (all 8 on one new game) and env steps
+  per second (all envs together).
 
 - both engines (``native`` and ``textworld``) on the same games and the same commands, in one
   process: time of load+reset of a new game, of a reset of the loaded game, steps per second,
@@ -120,9 +121,11 @@ def bench_vector(
         shared_memory=False,
     )
     rng = random.Random(seed)
-    env_steps, elapsed = 0, 0.0
+    env_steps, elapsed, resets = 0, 0.0, []
     for task_id in task_ids:
+        t = time.perf_counter()
         obs, info = vec.reset(options={"task_id": task_id})
+        resets.append(time.perf_counter() - t)
         t = time.perf_counter()
         for _ in range(steps):
             actions = tuple(_policy(rng, list(a)) for a in info["admissible_actions"])
@@ -130,7 +133,7 @@ def bench_vector(
             env_steps += num_envs
         elapsed += time.perf_counter() - t
     vec.close()
-    return {"vector_env_steps_per_s": env_steps / elapsed}
+    return {"vector_reset_s": statistics.mean(resets), "vector_env_steps_per_s": env_steps / elapsed}
 
 
 def main() -> None:
@@ -184,9 +187,15 @@ def main() -> None:
             f"reset (same game) {single['reset_same_game_s']:.2f} s, {single['steps_per_s']:.1f} steps/s"
         )
         vector = bench_vector(root, task_ids[: args.vector_games], args.steps, args.seed)
-        print(f"AsyncVectorEnv x8, textworld: {vector['vector_env_steps_per_s']:.1f} env steps/s")
+        print(
+            f"AsyncVectorEnv x8, textworld: reset (new game, 8 envs) {vector['vector_reset_s']:.2f} s, "
+            f"{vector['vector_env_steps_per_s']:.1f} env steps/s"
+        )
         vector = bench_vector(root, task_ids[: args.vector_games], args.steps, args.seed, engine="native")
-        print(f"AsyncVectorEnv x8, native: {vector['vector_env_steps_per_s']:.1f} env steps/s")
+        print(
+            f"AsyncVectorEnv x8, native: reset (new game, 8 envs) {vector['vector_reset_s']:.2f} s, "
+            f"{vector['vector_env_steps_per_s']:.1f} env steps/s"
+        )
 
 
 if __name__ == "__main__":

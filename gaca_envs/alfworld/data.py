@@ -95,8 +95,11 @@ def collect_games(json_root: Path, split: str, task_types: Iterable[int]) -> lis
         game_file = root / "game.tw-pddl"
         if "movable" in str(root) or "Sliced" in str(root) or not game_file.exists():
             continue
-        traj = json.loads(traj_path.read_text())
-        if traj.get("task_type") not in wanted:
+        try:
+            traj = json.loads(traj_path.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ValueError(f"cannot read ALFWorld trajectory file {traj_path}: {e}") from e
+        if not isinstance(traj, dict) or traj.get("task_type") not in wanted:
             continue
         with open(game_file, encoding="utf-8") as f:
             try:

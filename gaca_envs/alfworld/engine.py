@@ -174,6 +174,7 @@ class TextWorldEngine:
         infos = textworld.EnvInfos(admissible_commands=True, won=True)
         self._env = demangler_cls(pddl_env_cls(infos), shuffle=False)
         self._game_file: str | None = None
+        self._fresh = False  # the state load() built is still the untouched initial state
         self._static: tuple[str, ...] = ()
         self._names: dict[str, str] = {}
 
@@ -188,6 +189,7 @@ class TextWorldEngine:
             self._game_file = None
             raise GameFileError(f"cannot load ALFWorld game file {game_file}: {type(e).__name__}: {e}") from e
         self._game_file = game_file
+        self._fresh = True
 
     def _state(self, game_state: Any, observation: str) -> EngineState:
         return EngineState(
@@ -202,7 +204,7 @@ class TextWorldEngine:
         if self._game_file is None:
             raise RuntimeError("TextWorldEngine.reset() called before a successful load(game_file)")
         try:
-            with contained_side_effects(), contextlib.redirect_stdout(io.StringIO()):
+            with contained_side_effects(), contextlib.redirect_stdout(io.StringIO()), self._reuse_loaded_state():
                 game_state = self._env.reset()
         except (Exception, SystemExit) as e:
             raise GameFileError(f"cannot start ALFWorld game file {self._game_file}: {type(e).__name__}: {e}") from e
@@ -210,8 +212,33 @@ class TextWorldEngine:
         self._names = {k: info.name for k, info in game_state["_entity_infos"].items()}
         return self._state(game_state, game_state.feedback)
 
+    @contextlib.contextmanager
+    def _reuse_loaded_state(self) -> Iterator[None]:
+        """On the first reset after load, lets ``PddlEnv.reset`` reuse the state ``load`` built.
+
+        ``PddlEnv.load`` and ``PddlEnv.reset`` each translate the PDDL problem twice (about half
+        a second each on kitchen-sized games). Right after ``load`` nothing has changed the state
+        or Fast Downward's loaded task, so the first reset takes that state instead of
+        translating again; the text and state are the same as with a fresh translation.
+        """
+        import textworld.envs.pddl.pddl as pddl_module
+
+        if not self._fresh:
+            yield
+            return
+        self._fresh = False
+        original = pddl_module.pddl_logic
+        loaded = self._env.unwrapped._pddl_state
+        shim = type("_ReusePddlLogic", (), {"PddlState": staticmethod(lambda *args, **kwargs: loaded)})
+        pddl_module.pddl_logic = shim
+        try:
+            yield
+        finally:
+            pddl_module.pddl_logic = original
+
     def step(self, command: str) -> EngineState:
         """Applies one command (callers pass admissible commands; others answer "Nothing happens.")."""
+        self._fresh = False
         with contained_side_effects():
             game_state, _, _ = self._env.step(command)
         return self._state(game_state, game_state.feedback)

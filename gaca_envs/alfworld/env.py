@@ -234,7 +234,8 @@ class ALFWorldEnv(gym.Env[str, str]):
             "step": self._steps,
         }
         if self.expert:
-            info["expert_action"] = self.expert_plan()[:1][0] if not self._state.won and self.expert_plan() else ""
+            plan = [] if self._state.won else self.expert_plan()
+            info["expert_action"] = plan[0] if plan else ""
         return info
 
     def expert_plan(self) -> list[str]:

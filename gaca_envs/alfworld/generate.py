@@ -37,6 +37,7 @@ from gaca_envs.alfworld.alfred_data import TASK_TYPES, AlfredData, load_alfred_d
 from gaca_envs.alfworld.pddl import TaskParams, problem_pddl
 from gaca_envs.alfworld.scenes import (
     LAMPS,
+    Receptacle,
     Scene,
     agent_start,
     build_receptacles,
@@ -84,7 +85,13 @@ class GameSpec:
         return f"{self.split}/{folder}/trial_gaca_s{self.seed}_{self.index:06d}"
 
 
-def _task_options(data: AlfredData, task_type: str, counts: dict[str, int], receptacles: list, layout_types) -> list:
+def _task_options(
+    data: AlfredData,
+    task_type: str,
+    counts: dict[str, int],
+    receptacles: list[Receptacle],
+    layout_types: frozenset[str],
+) -> list[tuple[str, str]]:
     """(object type, target type) pairs the room supports for ``task_type``."""
     rtypes = {r.rtype for r in receptacles}
     options = []

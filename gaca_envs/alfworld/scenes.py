@@ -111,7 +111,10 @@ def build_receptacles(data: AlfredData, layout: Layout, rng: random.Random) -> l
         kind = {v: k for k, v in _BASINS.items()}.get(rtype, rtype)
         for _ in range(_DEFAULT_COUNTS.get(rtype, 1)):
             suffix = rtype if kind != rtype else ""
-            receptacles.append(Receptacle(alfred_id(kind, rng, suffix), rtype, _free_location(rng, taken)))
+            rid = alfred_id(kind, rng, suffix)
+            while any(r.rid == rid for r in receptacles):
+                rid = alfred_id(kind, rng, suffix)
+            receptacles.append(Receptacle(rid, rtype, _free_location(rng, taken)))
     while len(receptacles) > MAX_RECEPTACLES:  # large kitchens: drop some of the most repeated type
         counts = {t: sum(r.rtype == t for r in receptacles) for t in {r.rtype for r in receptacles}}
         most = max(sorted(counts), key=counts.__getitem__)
@@ -157,12 +160,17 @@ def place_objects(
             task's goal does not hold at the start).
     """
     objects = []
+    used = {r.rid for r in receptacles}
     for otype in sorted(counts):
         options = [r for r in holders_of(data, otype, receptacles) if r.rtype not in forbidden.get(otype, ())]
         if not options:
             continue
         for _ in range(counts[otype]):
-            objects.append(SceneObject(alfred_id(otype, rng), otype, rng.choice(options).rid))
+            oid = alfred_id(otype, rng)
+            while oid in used:  # ids name PDDL objects: they must be unique
+                oid = alfred_id(otype, rng)
+            used.add(oid)
+            objects.append(SceneObject(oid, otype, rng.choice(options).rid))
     return objects
 
 

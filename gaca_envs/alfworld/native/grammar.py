@@ -325,7 +325,8 @@ class Deriver:
         """All extensions of ``mapping`` satisfying ``query``, in TextWorld's order."""
         if all(p in mapping for _, params in query for p in params):  # nothing to search: check the facts
             ok = all(
-                facts.has(pred, tuple(mapping[p] for p in params)) and self._typed([mapping[p] for p in params], params)
+                facts.has(pred, tuple(mapping[p] for p in params))
+                and self._typed([mapping[p] for p in params], params)
                 for pred, params in query
             )
             return [dict(mapping)] if ok else []

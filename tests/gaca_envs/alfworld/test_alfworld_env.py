@@ -206,3 +206,19 @@ def test_corrupt_or_unsolvable_game_files_are_named_in_the_error(tmp_path, games
         GameFileError, match=f"ALFWorld game file {missing} lacks pddl_domain, pddl_problem; expected a JSON object"
     ):
         ALFWorldEnv(game_files=[str(missing)])
+
+
+def test_engine_first_reset_after_load_equals_a_translated_reset(games):
+    from gaca_envs.alfworld.engine import TextWorldEngine
+
+    engine = TextWorldEngine()
+    g = games[1]
+    engine.load(str(g["file"]))
+    first = engine.reset()  # reuses the state load() translated
+    names, static = engine.entity_names(), engine.static_facts()
+    for command in g["game"]["walkthrough"]:
+        last = engine.step(command)
+    assert last.won and not first.won
+    again = engine.reset()  # translates the problem afresh
+    assert again == first
+    assert engine.entity_names() == names and engine.static_facts() == static

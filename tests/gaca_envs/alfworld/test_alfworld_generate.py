@@ -83,6 +83,8 @@ def test_scenes_are_alfworld_sized_and_follow_alfreds_placement_rules():
                 if obj.otype == spec.task.object_target:
                     assert types[obj.receptacle] != spec.task.parent_target
         assert len({r.location for r in scene.receptacles}) == len(scene.receptacles)
+        ids = [r.rid for r in scene.receptacles] + [o.oid for o in scene.objects]
+        assert len(set(ids)) == len(ids)
 
 
 def test_scenes_have_closed_containers_and_distractors():

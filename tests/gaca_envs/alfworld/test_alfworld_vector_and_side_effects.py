@@ -8,6 +8,7 @@ import sys
 import textwrap
 
 import gymnasium as gym
+import pytest
 
 import gaca_envs  # noqa: F401  (registers the ids)
 from gaca_envs.alfworld.data import cache_root, collect_games
@@ -99,6 +100,11 @@ def test_real_data_collection_applies_alfworlds_filters(tmp_path, games):
         "valid_seen/pick_and_place_simple-A-None-B-1/trial_T1",
     ]
     assert [r.task_id for r in collect_games(root, "valid_seen", task_types=[1])] == [found[1].task_id]
+    broken = put(by_type["pick_and_place_simple"], "pick_and_place_simple-A-None-B-4", trial="trial_T2")
+    (broken / "traj_data.json").write_text("{oops")
+    with pytest.raises(ValueError, match=f"cannot read ALFWorld trajectory file {broken / 'traj_data.json'}"):
+        collect_games(root, "valid_seen", task_types=[1])
+    shutil.rmtree(broken)
     env = gym.make("GACA-ALFWorld-v0", data_path=str(tmp_path), split="valid_seen", task_types=[2])
     obs, info = env.reset(seed=0)
     assert info["task_id"] == found[0].task_id and info["task_type"] == "look_at_obj_in_light"
