@@ -85,7 +85,7 @@ class ALFWorldEnv(gym.Env[str, str]):
         reward_on_success: reward of the winning step.
         expert: add ``info["expert_action"]``.
         engine: game engine: ``"native"`` (default; :mod:`gaca_envs.alfworld.native`, same text and
-            states as TextWorld's, about 100x faster, supports :meth:`save_state`) or
+            states as TextWorld's, hundreds of times faster, supports :meth:`save_state`) or
             ``"textworld"`` (ALFWorld's stock TextWorld/Fast Downward engine, the reference).
         render_mode: ``None`` or ``"ansi"``.
     """
