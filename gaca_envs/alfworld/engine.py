@@ -256,12 +256,20 @@ class TextWorldEngine:
         self._game_file = None
 
 
+ENGINES = ("native", "textworld")
+
+
 def make_engine(name: str) -> Engine:
-    """Builds an engine by name.
+    """Builds an engine by name: ``"native"`` (:class:`~gaca_envs.alfworld.native.NativeEngine`,
+    the default of the env) or ``"textworld"`` (:class:`TextWorldEngine`, the reference).
 
     Raises:
         ValueError: for an unknown name.
     """
     if name == "textworld":
         return TextWorldEngine()
-    raise ValueError(f"engine must be 'textworld', got {name!r}")
+    if name == "native":
+        from gaca_envs.alfworld.native import NativeEngine
+
+        return NativeEngine()
+    raise ValueError(f"engine must be one of {', '.join(map(repr, ENGINES))}, got {name!r}")

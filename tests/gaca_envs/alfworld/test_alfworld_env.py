@@ -171,7 +171,7 @@ def test_constructor_validation(alfworld_root, tmp_path):
         ALFWorldEnv(split="dev")
     with pytest.raises(ValueError, match="max_steps must be an int >= 1, got 0"):
         ALFWorldEnv(max_steps=0)
-    with pytest.raises(ValueError, match="engine must be 'textworld', got 'fast'"):
+    with pytest.raises(ValueError, match="engine must be one of 'native', 'textworld', got 'fast'"):
         ALFWorldEnv(engine="fast")
     with pytest.raises(FileNotFoundError, match="holds no json_2.1.1 folder"):
         ALFWorldEnv(data_path=tmp_path)

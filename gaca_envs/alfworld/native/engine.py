@@ -1,0 +1,552 @@
+"""``NativeEngine``: ALFWorld simulated directly, with TextWorld's text, byte for byte.
+
+The stock engine grounds ALFWorld's PDDL domain with Fast Downward's translator, asks the
+planner library for the applicable operators after every step and re-parses the grammar for
+each admissible command. This engine implements the fifteen actions of ALFWorld's domain
+(``alfworld/data/alfred.pddl``) directly in Python over sets of facts, and renders text with
+a re-implementation of TextWorld's grammar (:mod:`.grammar`). What it reproduces, including
+TextWorld's own bookkeeping quirks:
+
+- Applicable actions are the domain's preconditions; like Fast Downward's translator it
+  drops operators that change nothing (``go to`` a receptacle at the agent's own location).
+- TextWorld's fact set applies every effect an operator lists, conditional or not, adds
+  before deletes: after ``use`` a lamp the facts hold ``istoggled`` and never ``ison``, and a
+  deleted fact ``f`` leaves ``not_f`` behind (the grammar's ``not_inreceptacle`` reads it).
+  The goal test uses the true PDDL state (Fast Downward's), where ``ison`` flips.
+- Names: ALFWorld's ``Demangler`` (``apple 2``: objects of a kind numbered from the end of
+  the sorted ids), ``a`` as every indefinite article.
+- Commands: each operator's template rendered, de-duplicated, sorted; invalid commands
+  answer "Nothing happens."; commands are stripped first.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from gaca_envs.alfworld.engine import DYNAMIC_PREDICATES, EngineState, GameFileError, read_game_file
+from gaca_envs.alfworld.native.goal import Goal
+from gaca_envs.alfworld.native.grammar import Deriver, Entity, GrammarAction, parse_twl2
+from gaca_envs.alfworld.native.pddl_text import (
+    ALFRED_DOMAIN_SHA256,
+    domain_digest,
+    parse_problem,
+    parse_sexpr,
+    typed_list,
+)
+
+NOTHING_HAPPENS = "Nothing happens."
+# Predicates some action of ALFWorld's domain changes; all others never change.
+EFFECT_PREDICATES = frozenset(
+    {"atlocation", "opened", "checked", "inreceptacle", "holds", "holdsany", "objectatlocation"}
+    | {"isclean", "ishot", "iscool", "ison", "istoggled", "issliced"}
+)
+_APPLIANCES = {"cleanobject": "sinkbasintype", "heatobject": "microwavetype", "coolobject": "fridgetype"}
+_PROPERTY = {"cleanobject": "cleanable", "heatobject": "heatable", "coolobject": "coolable"}
+_KNIVES = ("knifetype", "butterknifetype")
+
+
+@dataclass(frozen=True)
+class NativeState:
+    """A snapshot of a native game (small, immutable, picklable).
+
+    Attributes:
+        facts: TextWorld's view of the changing facts, ``(predicate, *args)``.
+        deleted: facts deleted at some point and not added back (TextWorld's ``not_`` facts).
+        on: objects whose ``isOn`` is true in the PDDL state.
+    """
+
+    facts: frozenset[tuple[str, ...]]
+    deleted: frozenset[tuple[str, ...]]
+    on: frozenset[str]
+
+
+def demangle(ids: list[str]) -> dict[str, str]:
+    """ALFWorld's ``Demangler`` (``alfworld/agents/utils/misc.py``) without shuffling."""
+    ids = sorted(ids)
+    kinds = {}
+    for id_ in ids:
+        head, sep, _ = id_.partition("_bar_")
+        if sep:
+            kinds[id_] = head + ("basin" if "basin" in id_ else "")
+    counts = Counter(kinds.values())
+    next_number = dict(counts)
+    names = {}
+    for id_ in ids:
+        if id_ not in kinds:
+            text = id_
+            for a, b in (("_bar_", "|"), ("_minus_", "-"), ("_plus_", "+"), ("_dot_", "."), ("_comma_", ",")):
+                text = text.replace(a, b)
+            names[id_] = f"{text} "
+        else:
+            names[id_] = f"{kinds[id_]} {next_number[kinds[id_]]}"
+            next_number[kinds[id_]] -= 1
+    return names
+
+
+class _Store:
+    """The fact store queries read: static facts plus the current TextWorld fact view."""
+
+    def __init__(self, game: _Game, dynamic: dict[str, set], deleted: dict[str, set]) -> None:
+        self.static = game.static
+        self.dynamic = dynamic
+        self.deleted = deleted
+        self._sorted = game.static_sorted
+        self._static_index = game.static_index
+        self._sorted_dynamic: dict[str, list] = {}
+        self._index: dict[tuple[str, int], dict[str, list]] = {}
+
+    def sorted_facts(self, predicate: str) -> list[tuple[str, ...]]:
+        got = self._sorted.get(predicate)
+        if got is not None:
+            return got
+        if predicate in self.static:
+            got = self._sorted[predicate] = sorted(self.static[predicate])
+            return got
+        got = self._sorted_dynamic.get(predicate)
+        if got is None:
+            if predicate.startswith("not_"):
+                got = sorted(self.deleted.get(predicate[4:], ()))
+            else:
+                got = sorted(self.dynamic.get(predicate, ()))
+            self._sorted_dynamic[predicate] = got
+        return got
+
+    def has(self, predicate: str, args: tuple[str, ...]) -> bool:
+        if predicate.startswith("not_"):
+            return args in self.deleted.get(predicate[4:], ())
+        return args in self.dynamic.get(predicate, ()) or args in self.static.get(predicate, ())
+
+    def matching(self, predicate: str, position: int, value: str) -> list[tuple[str, ...]]:
+        """Sorted facts of ``predicate`` whose argument ``position`` is ``value``."""
+        cache = self._static_index if predicate in self.static else self._index
+        index = cache.get((predicate, position))
+        if index is None:
+            index = cache[(predicate, position)] = {}
+            for args in self.sorted_facts(predicate):
+                if position < len(args):
+                    index.setdefault(args[position], []).append(args)
+        return index.get(value, [])
+
+    def changed(self) -> None:
+        self._sorted_dynamic.clear()
+        self._index.clear()
+
+
+def _domain_actions(domain: str, what: str) -> dict[str, tuple[tuple[str, str], ...]]:
+    tree = parse_sexpr(domain, what)
+    actions = {}
+    for part in tree:
+        if isinstance(part, list) and part[:1] == [":action"]:
+            params = part[part.index(":parameters") + 1]
+            actions[part[1]] = tuple((n.lstrip("?"), t) for n, t in typed_list(params, f"{what} ({part[1]})"))
+    return actions
+
+
+def _domain_signature(domain: str, what: str) -> tuple[dict[str, tuple[str, ...]], list[str]]:
+    tree = parse_sexpr(domain, what)
+    predicates, types = {}, ["object"]
+    for part in tree:
+        if isinstance(part, list) and part[:1] == [":predicates"]:
+            for pred in part[1:]:
+                predicates[pred[0]] = tuple(t for _, t in typed_list(pred[1:], f"{what} (:predicates)"))
+        elif isinstance(part, list) and part[:1] == [":types"]:
+            types += [n for n, _ in typed_list(part[1:], f"{what} (:types)")]
+    return predicates, types
+
+
+@dataclass
+class _Game:
+    """Everything about a loaded game that no step changes."""
+
+    file: str
+    objects: Mapping[str, str]
+    init: tuple[tuple[str, ...], ...]
+    static: dict[str, set]
+    static_sorted: dict[str, list]
+    static_index: dict
+    params: Mapping[str, tuple[tuple[str, str], ...]]
+    actions: Mapping[str, GrammarAction]
+    deriver: Deriver
+    goal: Goal
+    names: dict[str, str]
+    static_facts: tuple[str, ...] | None  # computed on first use
+    agents: tuple[str, ...]
+    loc_of: dict[str, str]  # receptacle -> location
+    at_loc: dict[str, tuple[str, ...]]  # location -> receptacles (sorted)
+    cacheable: frozenset[str]  # actions whose command text depends only on static facts
+
+
+class NativeEngine:
+    """ALFWorld without TextWorld or Fast Downward: same text, admissible commands, facts and goal.
+
+    Implements :class:`gaca_envs.alfworld.engine.Engine`, plus :meth:`get_state` /
+    :meth:`set_state` for branching rollouts.
+    """
+
+    name = "native"
+
+    def __init__(self) -> None:
+        self._game: _Game | None = None
+        self._domains: dict[str, tuple] = {}  # domain text -> parsed (a game set shares one domain)
+        self._command_cache: dict[tuple, str] = {}
+        self._grammar_cache: dict = {}  # parsed grammar pieces, shared by the games this engine loads
+        self._store: _Store | None = None
+        self._on: set[str] = set()
+        self._ops: list[tuple[str, tuple[str, ...], str]] = []
+        self._fact_strings: set[str] = set()
+        self._facts: tuple[str, ...] | None = None
+        self._won: bool | None = None
+
+    # Loading ------------------------------------------------------------------------------
+    def load(self, game_file: str) -> None:
+        """Loads a ``game.tw-pddl`` file.
+
+        Raises:
+            GameFileError: naming the file and what is wrong (not ALFWorld's domain, unknown
+                types or objects, missing facts, a grammar the engine cannot read).
+        """
+        self._game = None
+        data = read_game_file(game_file)
+        what = f"cannot load ALFWorld game file {game_file}"
+        domain = self._domains.get(data["pddl_domain"])
+        if domain is None:
+            digest = domain_digest(data["pddl_domain"])
+            if digest != ALFRED_DOMAIN_SHA256:
+                raise GameFileError(
+                    f"{what}: its PDDL domain is not ALFWorld's alfred.pddl (normalised sha256 {digest[:12]}..., "
+                    f"expected {ALFRED_DOMAIN_SHA256[:12]}...); the native engine implements exactly that domain, "
+                    "use engine='textworld' for other domains"
+                )
+            domain = (*_domain_signature(data["pddl_domain"], what), _domain_actions(data["pddl_domain"], what))
+            self._domains[data["pddl_domain"]] = domain
+        predicates, types, params = domain
+        problem = parse_problem(data["pddl_problem"], predicates, types, what)
+        rules, actions = parse_twl2(data["grammar"], what, self._grammar_cache)
+        self._game = self._build(game_file, what, problem, (predicates, params), rules, actions)
+        self._command_cache.clear()
+
+    def _build(self, game_file, what, problem, domain, rules, actions) -> _Game:
+        predicates, params = domain
+        missing = sorted(set(params) - set(actions))
+        if missing or "intro" not in rules:
+            raise GameFileError(f"{what}: the grammar lacks {', '.join(missing) or '#intro#'}")
+        static: dict[str, set] = {}
+        for fact in problem.init:
+            if fact[0] not in EFFECT_PREDICATES:
+                static.setdefault(fact[0], set()).add(fact[1:])
+        ids = sorted({arg for fact in problem.init for arg in fact[1:]})
+        names = demangle(ids)
+        entities = {i: Entity(i, names[i], problem.objects[i]) for i in ids}
+        deriver = Deriver(rules, problem.objects, entities)
+        # The grammar check and the cacheable templates depend only on the parsed rules, whose
+        # pieces the grammar cache shares between games: key them by those pieces' identities.
+        # (Rule texts are interned in the cache, so their ids are stable; plain-text rules such as
+        # the task sentence cannot change the outcome and are left out of the key.)
+        key = (
+            "checked",
+            tuple((n, tuple(id(r.rhs) for r in rs)) for n, rs in rules.items() if not _plain(rs)),
+            tuple((n, id(g.template), id(g.feedback)) for n, g in actions.items()),
+        )
+        cacheable = self._grammar_cache.get(key)
+        if cacheable is None:
+            _check_symbols(deriver, actions, what)
+            static_preds = frozenset(predicates) - EFFECT_PREDICATES
+            cacheable = frozenset(a for a, g in actions.items() if deriver.is_static(g.template, static_preds))
+            self._grammar_cache[key] = cacheable
+        agents = tuple(sorted(o for o, t in problem.objects.items() if t == "agent"))
+        placed = Counter(f[1] for f in problem.init if f[0] == "atlocation")
+        if not agents or any(placed[a] != 1 for a in agents):
+            raise GameFileError(f"{what}: missing fact (atLocation <agent> <location>): each agent needs one start")
+        loc_of, at_loc = {}, {}
+        for r, loc in sorted(static.get("receptacleatlocation", ())):
+            if r in loc_of:
+                raise GameFileError(f"{what}: receptacle {r} has two receptacleAtLocation facts")
+            loc_of[r] = loc
+            at_loc.setdefault(loc, ())
+            at_loc[loc] += (r,)
+        unplaced = sorted(
+            o for o, t in problem.objects.items() if t == "receptacle" and o in names and o not in loc_of
+        )
+        if unplaced:
+            raise GameFileError(f"{what}: missing fact (receptacleAtLocation {unplaced[0]} <location>)")
+        return _Game(
+            file=game_file,
+            objects=problem.objects,
+            init=problem.init,
+            static=static,
+            static_sorted={},
+            static_index={},
+            params=params,
+            actions=actions,
+            deriver=deriver,
+            goal=Goal(problem.goal, problem.objects, static, what),
+            names=names,
+            static_facts=None,
+            agents=agents,
+            loc_of=loc_of,
+            at_loc=at_loc,
+            cacheable=cacheable,
+        )
+
+    # Episode --------------------------------------------------------------------------------
+    def reset(self) -> EngineState:
+        """Starts the loaded game from its initial state (no planner is run)."""
+        game = self._require()
+        dynamic: dict[str, set] = {}
+        for fact in game.init:
+            if fact[0] in EFFECT_PREDICATES:
+                dynamic.setdefault(fact[0], set()).add(fact[1:])
+        self._store = _Store(game, dynamic, {})
+        self._on = {args[0] for args in dynamic.get("ison", ())}
+        self._fresh_state()
+        return self._state(game.deriver.derive(self._store, (("N", "intro"),), {}))
+
+    def step(self, command: str) -> EngineState:
+        """Applies a command; one that is not admissible answers "Nothing happens."."""
+        game, store = self._require(), self._store
+        if store is None:
+            raise RuntimeError("NativeEngine.step() called before reset()")
+        command = command.strip()
+        match = next(((a, args) for a, args, text in self._ops if text == command), None)
+        if match is None:
+            return self._state(NOTHING_HAPPENS)
+        action, args = match
+        self._apply(action, args)
+        store.changed()
+        mapping = dict(zip(game.params[action], args, strict=True))
+        feedback = game.deriver.derive(store, game.actions[action].feedback, mapping)
+        self._ops = self._applicable()
+        return self._state(feedback)
+
+    def _fresh_state(self) -> None:
+        dynamic = self._store.dynamic
+        self._fact_strings = {" ".join((p, *a)) for p in DYNAMIC_PREDICATES & dynamic.keys() for a in dynamic[p]}
+        self._facts = self._won = None
+        self._ops = self._applicable()
+
+    def _state(self, observation: str) -> EngineState:
+        game = self._require()
+        if self._facts is None:
+            self._facts = tuple(sorted(self._fact_strings))
+        if self._won is None:
+            self._won = game.goal.holds(self._true_fact, self._true_facts_of)
+        return EngineState(
+            observation=observation,
+            admissible_commands=tuple(sorted({text for _, _, text in self._ops})),
+            won=self._won,
+            facts=self._facts,
+        )
+
+    def _true_fact(self, predicate: str, args: tuple[str, ...]) -> bool:
+        # The PDDL (Fast Downward) state: TextWorld's view except for isOn.
+        if predicate == "ison":
+            return len(args) == 1 and args[0] in self._on
+        return self._store.has(predicate, args)
+
+    def _true_facts_of(self, predicate: str) -> Iterable[tuple[str, ...]]:
+        if predicate == "ison":
+            return [(o,) for o in sorted(self._on)]
+        return self._store.sorted_facts(predicate)
+
+    # Snapshots -----------------------------------------------------------------------------
+    def get_state(self) -> NativeState:
+        """A snapshot of the current game state."""
+        store = self._store
+        if store is None:
+            raise RuntimeError("NativeEngine.get_state() called before reset()")
+        return NativeState(
+            facts=frozenset((p, *a) for p, s in store.dynamic.items() for a in s),
+            deleted=frozenset((p, *a) for p, s in store.deleted.items() for a in s),
+            on=frozenset(self._on),
+        )
+
+    def set_state(self, state: NativeState) -> EngineState:
+        """Restores a snapshot taken in the loaded game; returns its state (with an empty observation)."""
+        game = self._require()
+        dynamic: dict[str, set] = {}
+        deleted: dict[str, set] = {}
+        for fact in state.facts:
+            dynamic.setdefault(fact[0], set()).add(fact[1:])
+        for fact in state.deleted:
+            deleted.setdefault(fact[0], set()).add(fact[1:])
+        self._store = _Store(game, dynamic, deleted)
+        self._on = set(state.on)
+        self._fresh_state()
+        return self._state("")
+
+    # Engine protocol extras -----------------------------------------------------------------
+    def static_facts(self) -> tuple[str, ...]:
+        """The loaded game's facts that never change (as TextWorldEngine reports them)."""
+        game = self._require()
+        if game.static_facts is None:
+            game.static_facts = tuple(sorted(" ".join(f) for f in game.init if f[0] not in DYNAMIC_PREDICATES))
+        return game.static_facts
+
+    def entity_names(self) -> Mapping[str, str]:
+        """PDDL id -> demangled name."""
+        return dict(self._require().names)
+
+    def close(self) -> None:
+        """Forgets the loaded game."""
+        self._game = None
+        self._store = None
+
+    def _require(self) -> _Game:
+        if self._game is None:
+            raise RuntimeError("NativeEngine used before a successful load(game_file)")
+        return self._game
+
+    # Actions ------------------------------------------------------------------------------
+    def _command(self, action: str, args: tuple[str, ...]) -> str:
+        game = self._game
+        key = (action, args)
+        text = self._command_cache.get(key)
+        if text is None:
+            mapping = dict(zip(game.params[action], args, strict=True))
+            text = game.deriver.derive(self._store, game.actions[action].template, mapping)
+            if action in game.cacheable:
+                self._command_cache[key] = text
+        return text
+
+    def _applicable(self) -> list[tuple[str, tuple[str, ...], str]]:
+        ops = [(a, args, self._command(a, args)) for a, args in _operators(self._game, self._store)]
+        return ops
+
+    def _apply(self, action: str, args: tuple[str, ...]) -> None:
+        adds, dels = _effects(action, args)
+        dynamic, deleted, strings = self._store.dynamic, self._store.deleted, self._fact_strings
+        for fact in adds:  # TextWorld applies the listed effects in order: adds, then deletes
+            dynamic.setdefault(fact[0], set()).add(fact[1:])
+            deleted.get(fact[0], set()).discard(fact[1:])
+            if fact[0] in DYNAMIC_PREDICATES:
+                strings.add(" ".join(fact))
+        for fact in dels:
+            dynamic.get(fact[0], set()).discard(fact[1:])
+            deleted.setdefault(fact[0], set()).add(fact[1:])
+            if fact[0] in DYNAMIC_PREDICATES:
+                strings.discard(" ".join(fact))
+        if action == "toggleobject":
+            self._on ^= {args[2]}
+        if adds or dels:
+            self._facts = None
+            if any(f[0] in self._game.goal.predicates for f in (*adds, *dels)):
+                self._won = None
+
+
+def _effects(action: str, args: tuple[str, ...]) -> tuple[list, list]:
+    """The effect atoms Fast Downward lists for an operator (all of them, conditions ignored)."""
+    if action == "gotolocation":
+        a, start, end, _ = args
+        return [("atlocation", a, end)], [("atlocation", a, start)]
+    if action == "openobject":
+        return [("opened", args[2]), ("checked", args[2])], []
+    if action == "closeobject":
+        return [], [("opened", args[2])]
+    if action == "pickupobject":
+        a, loc, o, r = args
+        return [("holds", a, o), ("holdsany", a)], [("inreceptacle", o, r), ("objectatlocation", o, loc)]
+    if action == "putobject":
+        a, loc, o, r = args[:4]
+        return [("inreceptacle", o, r), ("objectatlocation", o, loc)], [("holds", a, o), ("holdsany", a)]
+    if action == "cleanobject":
+        return [("isclean", args[3])], []
+    if action == "heatobject":
+        return [("ishot", args[3])], [("iscool", args[3])]
+    if action == "coolobject":
+        return [("iscool", args[3])], [("ishot", args[3])]
+    if action == "toggleobject":
+        o = args[2]
+        return [("ison", o), ("istoggled", o)], [("ison", o)]
+    if action == "sliceobject":
+        return [("issliced", args[2])], []
+    # look (?a ?l), examineReceptacle/examineObject (?a ?x): (checked ?l / ?x); inventory, help: (checked ?a)
+    return [("checked", args[-1])], []
+
+
+def _operators(game: _Game, store: _Store) -> list[tuple[str, tuple[str, ...]]]:
+    """Applicable ground operators of ALFWorld's domain in the current state."""
+    dyn, static = store.dynamic, game.static
+    inrec = dyn.get("inreceptacle", set())
+    holds = dyn.get("holds", set())
+    opened = dyn.get("opened", set())
+    openable = static.get("openable", set())
+    ops: list[tuple[str, tuple[str, ...]]] = []
+    for a in game.agents:
+        ops += [("help", (a,)), ("inventory", (a,))]
+        held = sorted(o for ag, o in holds if ag == a)
+        for ag, loc in sorted(dyn.get("atlocation", ())):
+            if ag != a:
+                continue
+            ops.append(("look", (a, loc)))
+            here = game.at_loc.get(loc, ())
+            for r, rloc in game.loc_of.items():
+                if rloc != loc:
+                    ops.append(("gotolocation", (a, loc, rloc, r)))
+            for r in here:
+                ops.append(("examinereceptacle", (a, r)))
+                is_open = (r,) not in openable or (r,) in opened
+                if (r,) in openable:
+                    ops.append(("closeobject" if (r,) in opened else "openobject", (a, loc, r)))
+                contents = sorted(o for o, rr in inrec if rr == r)
+                if is_open and (a,) not in dyn.get("holdsany", ()):
+                    ops += [("pickupobject", (a, loc, o, r)) for o in contents if (o,) in static.get("pickupable", ())]
+                for o in contents:
+                    if (o,) in static.get("toggleable", ()):
+                        ops.append(("toggleobject", (a, loc, o, r)))
+                ops += _hand_ops(game, static, a, loc, r, held, is_open)
+            ops += _slice_ops(game, static, dyn, a, loc, held)
+        # Fast Downward's translator keeps only the `holds` branch of examineObject's disjunctive
+        # precondition (TextWorld never lists "examine X" for an object lying in a receptacle).
+        ops += [("examineobject", (a, o)) for o in held]
+    return ops
+
+
+def _hand_ops(game, static, a, loc, r, held, is_open) -> list:
+    ops = []
+    rtypes = [t for rr, t in static.get("receptacletype", ()) if rr == r]
+    for o in held:
+        if is_open:
+            for ot in sorted(t for oo, t in static.get("objecttype", ()) if oo == o):
+                for rt in rtypes:
+                    if (rt, ot) in static.get("cancontain", ()):
+                        ops.append(("putobject", (a, loc, o, r, ot, rt)))
+        for action, appliance in _APPLIANCES.items():
+            if appliance in rtypes and (o,) in static.get(_PROPERTY[action], ()):
+                ops.append((action, (a, loc, r, o)))
+    return ops
+
+
+def _slice_ops(game, static, dyn, a, loc, held) -> list:
+    knives = [k for k in held if any((k, t) in static.get("objecttype", ()) for t in _KNIVES)]
+    if not knives:
+        return []
+    here = sorted(o for o, ll in dyn.get("objectatlocation", ()) if ll == loc and (o,) in static.get("sliceable", ()))
+    return [("sliceobject", (a, loc, co, ko)) for co in here for ko in knives if co != ko]
+
+
+def _plain(rules) -> bool:
+    return all(not r.condition and all(sym[0] == "T" for sym in r.rhs) for r in rules)
+
+
+def _check_symbols(deriver: Deriver, actions: Mapping[str, GrammarAction], what: str) -> None:
+    """Every nonterminal reachable from the intro and the actions must have rules."""
+    pending = [("N", "intro")]
+    for g in actions.values():
+        pending += [*g.template, *g.feedback]
+    seen: set[str] = set()
+    while pending:
+        s = pending.pop()
+        if s[0] == "N":
+            if s[1] in seen:
+                continue
+            seen.add(s[1])
+            if s[1] not in deriver.rules:
+                raise GameFileError(f"{what}: the grammar uses #{s[1]}# but defines no rule for it")
+            for rule in deriver.rules[s[1]]:
+                pending += list(rule.rhs)
+        elif s[0] == "C":
+            pending.append(s[1])
+        elif s[0] == "L":
+            pending += [s[1], ("N", "list_empty"), ("N", "list_separator"), ("N", "list_last_separator")]
