@@ -32,12 +32,14 @@ def expert_steps(
     max_steps: int,
     seed: int,
     fork_noise: float = 0.0,
+    step_noise: float = 0.0,
 ) -> list[tuple[list[dict[str, str]], str]]:
     """(chat messages, response) per step of expert episodes; random admissible actions if no expert.
 
     With ``fork_noise`` p, at states the env marks ``info["fork"]`` the demonstrated action is a random
     admissible one with probability p: the warm-started policy then walks well but guesses at forks,
-    which leaves RL a credit-assignment problem to solve.
+    which leaves RL a credit-assignment problem to solve. With ``step_noise`` p, any step's demonstration
+    is a random admissible action with probability p (the expert then recovers from the state it leads to).
     """
     system, template = template_for(env_id)
     builder = PromptBuilder(system, template, history_length, max_steps)
@@ -51,6 +53,8 @@ def expert_steps(
             action = info.get("expert_action") or rng.choice(info["admissible_actions"])
             if info.get("fork") and rng.random() < fork_noise:
                 action = rng.choice([a for a in info["admissible_actions"] if a.startswith("take")] or [action])
+            elif step_noise and rng.random() < step_noise:
+                action = rng.choice(info["admissible_actions"])
             messages = builder.messages(info["task"], step, obs, info["admissible_actions"], history)
             pairs.append((messages, f"<think> </think> <action> {action} </action>"))
             history.append((obs, action))
