@@ -22,6 +22,7 @@ import gymnasium as gym
 import gaca_envs  # noqa: F401  (registers the GACA env ids)
 from gaca_train.rollout import TEMPLATES, PromptBuilder, template_for
 from gaca_train.tiny import build_tiny_model, build_tokenizer, save_tiny_model
+from gaca_train.vector import env_task_ids
 
 
 def expert_steps(
@@ -111,8 +112,11 @@ def main() -> None:
     env_kwargs = json.loads(args.env_kwargs)
 
     probe = gym.make(args.env, **env_kwargs)
-    task_ids = list(probe.unwrapped.task_ids(args.split))[: args.num_tasks]
+    task_ids = env_task_ids(probe.unwrapped, args.split)
     probe.close()
+    if not task_ids:
+        raise SystemExit(f"{args.env} offers no task ids for split {args.split!r}; cannot build a warm start")
+    task_ids = task_ids[: args.num_tasks]
     pairs = expert_steps(
         args.env, env_kwargs, task_ids, args.history_length, args.max_steps, args.seed, args.fork_noise
     )
