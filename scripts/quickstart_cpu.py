@@ -116,9 +116,10 @@ def warm_start(fields: dict, env_kwargs: dict, args: argparse.Namespace, out: Pa
     from gaca_train.tiny import build_tiny_model, build_tokenizer
 
     env_id, steps = fields["env_id"], fields["max_env_steps"]
-    train_ids = _split_ids(env_id, {**env_kwargs, "split": "train"} if "split" in env_kwargs else env_kwargs)
     if "num_tasks" in env_kwargs:  # CriticalChain: task ids per split come from a method
         train_ids = [f"train-{i}" for i in range(env_kwargs["num_tasks"])]
+    else:
+        train_ids = _split_ids(env_id, {**env_kwargs, "split": "train"})
     pairs = make_tiny_model.expert_steps(
         env_id, env_kwargs, train_ids, fields["history_length"], steps, args.seed, args.fork_noise, args.step_noise
     )
@@ -171,6 +172,29 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def write_summary(fields: dict, before: dict, after: dict, n_pairs: int, seconds: float, out: Path) -> dict:
+    """Writes ``<out>/summary.json`` (headline split first in ``before``) and prints the before/after lines."""
+    splits = list(before)
+    summary = {
+        "env": fields["env_id"],
+        "estimator": fields["estimator"],
+        "iterations": fields["max_steps"],
+        "sft_pairs": n_pairs,
+        "before": before[splits[0]],
+        "after": after[splits[0]],
+        "by_split": {s: {"before": before[s], "after": after[s]} for s in splits},
+        "seconds": seconds,
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    lines = [
+        f"{s:>10} success before RL: {before[s]['success_rate']:.3f}   after {fields['max_steps']} iterations of "
+        f"{fields['estimator'].upper()}: {after[s]['success_rate']:.3f}   ({before[s]['episodes']} episodes)"
+        for s in splits
+    ]
+    print("\n" + "\n".join(lines) + f"\n{seconds:.0f} s; learning curve: {out / 'learning_curve.png'}")
+    return summary
+
+
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
 
@@ -215,23 +239,7 @@ def main(argv: list[str] | None = None) -> dict:
     title = f"{fields['estimator'].upper()} on {fields['env_id']} ({head} success before/after)"
     plot(trainer.state.log_history, before[head]["success_rate"], after[head]["success_rate"],
          out / "learning_curve.png", title)  # fmt: skip
-    summary = {
-        "env": fields["env_id"],
-        "estimator": fields["estimator"],
-        "iterations": fields["max_steps"],
-        "sft_pairs": n_pairs,
-        "before": before[head],
-        "after": after[head],
-        "by_split": {s: {"before": before[s], "after": after[s]} for s in splits},
-        "seconds": time.perf_counter() - tic,
-    }
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
-    lines = [
-        f"{s:>10} success before RL: {before[s]['success_rate']:.3f}   after {fields['max_steps']} iterations of "
-        f"{fields['estimator'].upper()}: {after[s]['success_rate']:.3f}   ({before[s]['episodes']} episodes)"
-        for s in splits
-    ]
-    print("\n" + "\n".join(lines) + f"\n{summary['seconds']:.0f} s; learning curve: {out / 'learning_curve.png'}")
+    summary = write_summary(fields, before, after, n_pairs, time.perf_counter() - tic, out)
     return summary
 
 
