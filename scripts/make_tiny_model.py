@@ -22,6 +22,7 @@ import gymnasium as gym
 import gaca_envs  # noqa: F401  (registers the GACA env ids)
 from gaca_train.rollout import TEMPLATES, PromptBuilder, template_for
 from gaca_train.tiny import build_tiny_model, build_tokenizer, save_tiny_model
+from gaca_train.vector import env_task_ids
 
 
 def expert_steps(
@@ -32,12 +33,14 @@ def expert_steps(
     max_steps: int,
     seed: int,
     fork_noise: float = 0.0,
+    step_noise: float = 0.0,
 ) -> list[tuple[list[dict[str, str]], str]]:
     """(chat messages, response) per step of expert episodes; random admissible actions if no expert.
 
     With ``fork_noise`` p, at states the env marks ``info["fork"]`` the demonstrated action is a random
     admissible one with probability p: the warm-started policy then walks well but guesses at forks,
-    which leaves RL a credit-assignment problem to solve.
+    which leaves RL a credit-assignment problem to solve. With ``step_noise`` p, any step's demonstration
+    is a random admissible action with probability p (the expert then recovers from the state it leads to).
     """
     system, template = template_for(env_id)
     builder = PromptBuilder(system, template, history_length, max_steps)
@@ -51,6 +54,8 @@ def expert_steps(
             action = info.get("expert_action") or rng.choice(info["admissible_actions"])
             if info.get("fork") and rng.random() < fork_noise:
                 action = rng.choice([a for a in info["admissible_actions"] if a.startswith("take")] or [action])
+            elif step_noise and rng.random() < step_noise:
+                action = rng.choice(info["admissible_actions"])
             messages = builder.messages(info["task"], step, obs, info["admissible_actions"], history)
             pairs.append((messages, f"<think> </think> <action> {action} </action>"))
             history.append((obs, action))
@@ -107,8 +112,11 @@ def main() -> None:
     env_kwargs = json.loads(args.env_kwargs)
 
     probe = gym.make(args.env, **env_kwargs)
-    task_ids = list(probe.unwrapped.task_ids(args.split))[: args.num_tasks]
+    task_ids = env_task_ids(probe.unwrapped, args.split)
     probe.close()
+    if not task_ids:
+        raise SystemExit(f"{args.env} offers no task ids for split {args.split!r}; cannot build a warm start")
+    task_ids = task_ids[: args.num_tasks]
     pairs = expert_steps(
         args.env, env_kwargs, task_ids, args.history_length, args.max_steps, args.seed, args.fork_noise
     )

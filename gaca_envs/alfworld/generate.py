@@ -15,7 +15,11 @@ Splits: ``train`` and ``valid_seen`` use ALFRED's training floor plans and task 
 (task type, object type, receptacle or lamp type) outside a fixed held-out quarter;
 ``valid_unseen`` uses only ALFRED's test floor plans and only held-out combinations, so its
 room layouts and combinations never occur in ``train``. Game ``i`` of a split depends only on
-``(seed, split, i)``: generation is deterministic and can run in parallel.
+``(seed, split, i, difficulty)``: generation is deterministic and can run in parallel.
+
+Difficulties: ``standard`` (ALFWorld's six task types in turn, rooms of up to 40 receptacles) and
+``easy`` (pick-and-place only, rooms cut to ``EASY_RECEPTACLES`` receptacles: short plans and short
+prompts, for tiny models and quickstarts).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from gaca_envs.alfworld.alfred_data import TASK_TYPES, AlfredData, load_alfred_d
 from gaca_envs.alfworld.pddl import TaskParams, problem_pddl
 from gaca_envs.alfworld.scenes import (
     LAMPS,
+    MAX_RECEPTACLES,
     Receptacle,
     Scene,
     agent_start,
@@ -49,6 +54,8 @@ from gaca_envs.alfworld.solver import NoPlanError, solve
 
 GENERATOR_VERSION = 1
 SPLITS = ("train", "valid_seen", "valid_unseen")
+DIFFICULTIES = ("standard", "easy")
+EASY_RECEPTACLES = 5
 MAX_WALKTHROUGH = 40  # keeps every game winnable well within ALFWorld's 50-step cap
 MAX_ATTEMPTS = 30
 # Appliance each transforming task uses; its own type is not a placement target for that task.
@@ -111,15 +118,18 @@ def _task_options(
     return options
 
 
-def sample_game(data: AlfredData, split: str, seed: int, index: int, attempt: int = 0) -> GameSpec | None:
+def sample_game(
+    data: AlfredData, split: str, seed: int, index: int, attempt: int = 0, difficulty: str = "standard"
+) -> GameSpec | None:
     """Samples game ``index`` of ``split`` (``None`` if this attempt's room cannot pose the task)."""
-    rng = random.Random(f"gaca-alfworld-v{GENERATOR_VERSION}|{seed}|{split}|{index}|{attempt}")
-    task_type = list(TASK_TYPES.values())[index % len(TASK_TYPES)]
+    easy = difficulty == "easy"
+    rng = random.Random(f"gaca-alfworld-v{GENERATOR_VERSION}|{seed}|{split}|{index}|{attempt}" + "|easy" * easy)
+    task_type = TASK_TYPES[1] if easy else list(TASK_TYPES.values())[index % len(TASK_TYPES)]
     scene_nums = data.test_scenes if split == "valid_unseen" else data.train_scenes
     rooms = sorted(data.goals_valid[task_type])
     room = rng.choice(rooms)
     layout = data.layouts[rng.choice([s for s in scene_nums if data.layouts[s].room == room])]
-    receptacles = build_receptacles(data, layout, rng)
+    receptacles = build_receptacles(data, layout, rng, EASY_RECEPTACLES if easy else MAX_RECEPTACLES)
     counts = sample_object_counts(data, layout, receptacles, rng)
     options = [
         (o, t)
@@ -207,17 +217,17 @@ def write_game(data: AlfredData, spec: GameSpec, json_root: Path, engine) -> Pat
     return game_file
 
 
-def _generate_range(args: tuple[str, str, int, Sequence[int]]) -> list[str]:
-    from gaca_envs.alfworld.engine import TextWorldEngine
+def _generate_range(args: tuple[str, str, int, Sequence[int], str, str]) -> list[str]:
+    from gaca_envs.alfworld.engine import make_engine
 
-    out, split, seed, indices = args
+    out, split, seed, indices, difficulty, engine_name = args
     data = load_alfred_data()
-    engine = TextWorldEngine()
+    engine = make_engine(engine_name)
     json_root = Path(out) / "json_2.1.1"
     written = []
     for index in indices:
         for attempt in range(MAX_ATTEMPTS):
-            spec = sample_game(data, split, seed, index, attempt)
+            spec = sample_game(data, split, seed, index, attempt, difficulty)
             if spec is None:
                 continue
             game_file = write_game(data, spec, json_root, engine)
@@ -229,7 +239,15 @@ def _generate_range(args: tuple[str, str, int, Sequence[int]]) -> list[str]:
     return written
 
 
-def generate(out: str | os.PathLike, num: int, seed: int = 0, split: str = "train", workers: int = 1) -> list[str]:
+def generate(
+    out: str | os.PathLike,
+    num: int,
+    seed: int = 0,
+    split: str = "train",
+    workers: int = 1,
+    difficulty: str = "standard",
+    engine: str = "textworld",
+) -> list[str]:
     """Generates ``num`` solvable games of ``split`` under ``out/json_2.1.1/<split>``.
 
     Args:
@@ -238,21 +256,30 @@ def generate(out: str | os.PathLike, num: int, seed: int = 0, split: str = "trai
         seed: generator seed; the same seed gives the same games, byte for byte.
         split: ``train``, ``valid_seen`` or ``valid_unseen``.
         workers: processes to use.
+        difficulty: ``standard`` or ``easy`` (see the module docstring).
+        engine: engine that replays each plan before a game is kept: ``textworld`` (the reference)
+            or ``native`` (same states, much faster).
 
     Returns:
         The written ``game.tw-pddl`` paths, in index order.
 
     Raises:
-        ValueError: for a bad split, count or worker number.
+        ValueError: for a bad split, count, worker number, difficulty or engine.
     """
+    from gaca_envs.alfworld.engine import ENGINES
+
     if split not in SPLITS:
         raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
+    if difficulty not in DIFFICULTIES:
+        raise ValueError(f"difficulty must be one of {', '.join(DIFFICULTIES)}, got {difficulty!r}")
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     if num < 0:
         raise ValueError(f"num must be >= 0, got {num}")
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
     chunks = [list(range(num))[w::workers] for w in range(workers)]
-    jobs = [(str(out), split, seed, chunk) for chunk in chunks if chunk]
+    jobs = [(str(out), split, seed, chunk, difficulty, engine) for chunk in chunks if chunk]
     if workers == 1 or len(jobs) <= 1:
         results = [_generate_range(job) for job in jobs]
     else:
@@ -269,9 +296,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="generator seed (default: %(default)s)")
     parser.add_argument("--split", default="train", choices=SPLITS, help="split (default: %(default)s)")
     parser.add_argument("--workers", type=int, default=1, help="parallel processes (default: %(default)s)")
+    parser.add_argument("--difficulty", default="standard", choices=DIFFICULTIES, help="(default: %(default)s)")
+    parser.add_argument("--engine", default="textworld", help="engine replaying the plans: textworld or native")
     args = parser.parse_args(argv)
     start = time.perf_counter()
-    files = generate(args.out, args.num, seed=args.seed, split=args.split, workers=args.workers)
+    files = generate(
+        args.out, args.num, args.seed, args.split, args.workers, difficulty=args.difficulty, engine=args.engine
+    )
     elapsed = time.perf_counter() - start
     sys.stdout.write(
         f"wrote {len(files)} {args.split} games to {Path(args.out) / 'json_2.1.1' / args.split} "

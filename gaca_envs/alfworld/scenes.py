@@ -90,8 +90,13 @@ def static_receptacle_types(data: AlfredData) -> frozenset[str]:
     return frozenset(data.receptacle_objects) - data.movable_receptacles
 
 
-def build_receptacles(data: AlfredData, layout: Layout, rng: random.Random) -> list[Receptacle]:
-    """The static receptacles of a floor plan: posed ones first, then the types listed without pose."""
+def build_receptacles(
+    data: AlfredData, layout: Layout, rng: random.Random, max_receptacles: int = MAX_RECEPTACLES
+) -> list[Receptacle]:
+    """The static receptacles of a floor plan: posed ones first, then the types listed without pose.
+
+    Rooms with more than ``max_receptacles`` lose receptacles of their most repeated types.
+    """
     static = static_receptacle_types(data)
     receptacles: list[Receptacle] = []
     taken: set[tuple[int, int, int, int]] = set()
@@ -115,7 +120,7 @@ def build_receptacles(data: AlfredData, layout: Layout, rng: random.Random) -> l
             while any(r.rid == rid for r in receptacles):
                 rid = alfred_id(kind, rng, suffix)
             receptacles.append(Receptacle(rid, rtype, _free_location(rng, taken)))
-    while len(receptacles) > MAX_RECEPTACLES:  # large kitchens: drop some of the most repeated type
+    while len(receptacles) > max_receptacles:  # large kitchens: drop some of the most repeated type
         counts = {t: sum(r.rtype == t for r in receptacles) for t in {r.rtype for r in receptacles}}
         most = max(sorted(counts), key=counts.__getitem__)
         receptacles.remove(rng.choice([r for r in receptacles if r.rtype == most]))

@@ -37,3 +37,11 @@ def test_quickstart_config_parses(parser):
     _, args, model = parser.parse_args_and_config(args=["--config", str(ROOT / "configs" / "quickstart_cpu.yaml")])
     assert args.env_id == "GACA-CriticalChain-v0" and args.env_kwargs["num_tasks"] == 8
     assert model.model_name_or_path == "outputs/tiny-criticalchain"
+
+
+def test_alfworld_quickstart_config_parses(parser):
+    path = ROOT / "configs" / "quickstart_cpu_alfworld.yaml"
+    _, args, model = parser.parse_args_and_config(args=["--config", str(path)])
+    assert args.env_id == "GACA-ALFWorld-v0" and args.env_kwargs["engine"] == "native"
+    assert args.max_env_steps == args.env_kwargs["max_steps"] == 10
+    assert model.model_name_or_path == "outputs/tiny-alfworld"

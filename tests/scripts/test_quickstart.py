@@ -9,19 +9,70 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.slow
-def test_quickstart_smoke_writes_curve_and_before_after_summary(tmp_path):
+def _scripts():
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
+        import make_tiny_model
         import quickstart_cpu
     finally:
         sys.path.remove(str(ROOT / "scripts"))
+    return quickstart_cpu, make_tiny_model
+
+
+@pytest.mark.slow
+def test_quickstart_smoke_writes_curve_and_before_after_summary(tmp_path):
+    quickstart_cpu, _ = _scripts()
     summary = quickstart_cpu.main(
-        ["--out", str(tmp_path), "--sft-steps", "2", "--iterations", "1", "--eval-episodes", "1"]
-    )
+        ["--env", "criticalchain", "--out", str(tmp_path), "--sft-steps", "2", "--iterations", "1",
+         "--eval-episodes", "1"]
+    )  # fmt: skip
     assert summary["iterations"] == 1 and summary["estimator"] == "gaca"
     for key in ("before", "after"):
         assert summary[key]["episodes"] == 8 and 0.0 <= summary[key]["success_rate"] <= 1.0
     assert (tmp_path / "learning_curve.png").stat().st_size > 1000
     assert json.loads((tmp_path / "summary.json").read_text())["after"] == summary["after"]
     assert (tmp_path / "after_rl" / "model.safetensors").exists()
+
+
+@pytest.mark.slow
+def test_quickstart_alfworld_smoke_measures_held_out_and_train_games(tmp_path):
+    quickstart_cpu, _ = _scripts()
+    summary = quickstart_cpu.main(
+        ["--out", str(tmp_path), "--sft-steps", "2", "--iterations", "1", "--eval-episodes", "1",
+         "--train-games", "4", "--eval-games", "2", "--hidden-size", "32"]
+    )  # fmt: skip
+    assert summary["env"] == "GACA-ALFWorld-v0" and summary["iterations"] == 1
+    by_split = summary["by_split"]
+    assert summary["before"] == by_split["valid_seen"]["before"]  # held-out games are the headline
+    for split, n in (("valid_seen", 2), ("train", 4)):
+        for key in ("before", "after"):
+            assert by_split[split][key]["episodes"] == n and 0.0 <= by_split[split][key]["success_rate"] <= 1.0
+    games = tmp_path / "games" / "json_2.1.1"
+    for split, n in (("train", 4), ("valid_seen", 2)):
+        folders = [p.parent.parent.name for p in (games / split).glob("*/*/game.tw-pddl")]
+        assert len(folders) == n and all(f.startswith("pick_and_place_simple-") for f in folders)
+    assert summary["sft_pairs"] >= 4 * 4  # every easy game takes at least 4 expert steps
+    assert (tmp_path / "learning_curve.png").stat().st_size > 1000
+    assert (tmp_path / "after_rl" / "model.safetensors").exists()
+
+
+def test_expert_steps_step_noise_replaces_demonstrations_with_admissible_actions(tmp_path):
+    from gaca_envs.alfworld.generate import generate
+
+    _, make_tiny_model = _scripts()
+    generate(tmp_path, 2, seed=1, split="train", difficulty="easy", engine="native")
+    kwargs = {"data_path": str(tmp_path), "split": "train", "max_steps": 10}
+    import gymnasium as gym
+
+    probe = gym.make("GACA-ALFWorld-v0", **kwargs)
+    ids = list(probe.unwrapped.task_ids)
+    probe.close()
+    clean = make_tiny_model.expert_steps("GACA-ALFWorld-v0", kwargs, ids, 2, 10, seed=0)
+    noisy = make_tiny_model.expert_steps("GACA-ALFWorld-v0", kwargs, ids, 2, 10, seed=0, step_noise=1.0)
+    actions = [r.split("<action>")[1].split("</action>")[0].strip() for _, r in clean]
+    assert actions[-1].startswith("move ")  # the clean expert wins each game in few steps
+    assert len(clean) <= 2 * 8
+    noisy_actions = [r.split("<action>")[1].split("</action>")[0].strip() for _, r in noisy]
+    assert noisy_actions != actions[: len(noisy_actions)]
+    for (messages, _), action in zip(noisy, noisy_actions, strict=True):
+        assert action in messages[-1]["content"].split("Admissible actions:")[1]

@@ -134,3 +134,27 @@ def test_cli_writes_games(tmp_path, capsys):
     assert out.startswith(f"wrote 1 train games to {tmp_path / 'json_2.1.1' / 'train'}")
     (game_file,) = (tmp_path / "json_2.1.1" / "train").glob("*/*/game.tw-pddl")
     assert json.loads(game_file.read_text())["solvable"] is True
+
+
+def test_easy_difficulty_is_small_pick_and_place_and_native_matches_textworld(tmp_path):
+    from gaca_envs.alfworld.generate import EASY_RECEPTACLES
+
+    native = generate(tmp_path / "n", 3, seed=2, split="valid_seen", difficulty="easy", engine="native")
+    reference = generate(tmp_path / "t", 3, seed=2, split="valid_seen", difficulty="easy", engine="textworld")
+    for n, t in zip(native, reference, strict=True):
+        n, t = type(tmp_path)(n), type(tmp_path)(t)
+        assert n.read_text() == t.read_text()  # same games, same stored walkthrough from either engine
+        game = json.loads(n.read_text())
+        traj = json.loads((n.parent / "traj_data.json").read_text())
+        assert traj["task_type"] == "pick_and_place_simple"
+        problem_objects = game["pddl_problem"].split("(:init", 1)[0]
+        assert 1 <= problem_objects.count("- receptacle") <= EASY_RECEPTACLES
+    standard = [s.relative_dir for s in _specs("valid_seen", 3, seed=2)]
+    assert standard != ["/".join(type(tmp_path)(f).parent.parts[-3:]) for f in native]
+
+
+def test_generate_rejects_bad_difficulty_and_engine(tmp_path):
+    with pytest.raises(ValueError, match="difficulty must be one of standard, easy, got 'hard'"):
+        generate(tmp_path, 1, difficulty="hard")
+    with pytest.raises(ValueError, match="engine must be one of native, textworld, got 'x'"):
+        generate(tmp_path, 1, engine="x")
