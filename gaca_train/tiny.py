@@ -111,6 +111,20 @@ def build_tiny_model(
     return model
 
 
+def cpu_run_defaults() -> dict[str, object]:
+    """GACAConfig fields for a short, quiet CPU run of the tiny model (no checkpoints, no trackers)."""
+    return {
+        "logging_steps": 1,
+        "save_strategy": "no",
+        "report_to": "none",
+        "bf16": False,
+        "gradient_checkpointing": False,
+        "use_cpu": True,
+        "disable_tqdm": True,
+        "seed": 0,
+    }
+
+
 def save_tiny_model(model: LlamaForCausalLM, tokenizer: PreTrainedTokenizerFast, path: str | Path) -> Path:
     """Writes model and tokenizer to ``path`` so ``from_pretrained(path)`` loads them."""
     path = Path(path)

@@ -29,7 +29,7 @@ from transformers import TrainerCallback
 
 from gaca_train.config import GACAConfig
 from gaca_train.rollout import TEMPLATES
-from gaca_train.tiny import build_tiny_model, build_tokenizer
+from gaca_train.tiny import build_tiny_model, build_tokenizer, cpu_run_defaults
 from gaca_train.trainer import GACATrainer
 
 
@@ -85,14 +85,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             max_completion_length=args.max_completion_length,
             max_steps=args.iterations + 1,
             learning_rate=1e-3,
-            logging_steps=1,
-            save_strategy="no",
-            report_to="none",
-            bf16=False,
-            gradient_checkpointing=False,
-            use_cpu=True,
-            disable_tqdm=True,
-            seed=0,
+            **cpu_run_defaults(),
         )
         timer = _IterationTimer()
         trainer = GACATrainer(model=model, args=config, processing_class=tokenizer, callbacks=[timer])

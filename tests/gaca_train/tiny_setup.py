@@ -8,7 +8,7 @@ from typing import Any
 from gaca_envs.criticalchain import CriticalChainEnv
 from gaca_train.config import GACAConfig
 from gaca_train.rollout import TEMPLATES
-from gaca_train.tiny import build_tiny_model, build_tokenizer
+from gaca_train.tiny import build_tiny_model, build_tokenizer, cpu_run_defaults
 
 ENV_KWARGS = {"horizon": 3, "num_branches": 1, "num_tasks": 2, "max_steps": 4}
 
@@ -48,14 +48,7 @@ def tiny_config(tmp_path, **overrides: Any) -> GACAConfig:
         max_completion_length=8,
         learning_rate=1e-2,
         max_steps=1,
-        logging_steps=1,
-        save_strategy="no",
-        report_to="none",
-        bf16=False,
-        gradient_checkpointing=False,
-        use_cpu=True,
-        disable_tqdm=True,
-        seed=0,
+        **cpu_run_defaults(),
     )
     base.update(overrides)
     return GACAConfig(**base)
