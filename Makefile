@@ -6,7 +6,7 @@ setup:
 	@scripts/setup.sh dev
 
 demo: setup
-	$(PY) scripts/quickstart_cpu.py --env criticalchain --out outputs/quickstart
+	$(PY) scripts/quickstart_cpu.py --out outputs/quickstart
 
 demo-estimators: setup
 	$(PY) scripts/demo.py

@@ -1,9 +1,16 @@
 """Credit-assignment study: GRPO vs GiGPO vs GACA vs NLL reweighting, several seeds each.
 
-Set-up "diagnostic" (this script): a tabular softmax policy (``gaca_train.tabular``; the
+Set-up "diagnostic" (``--setup diagnostic``, default): a tabular softmax policy (``gaca_train.tabular``; the
 chosen action's -log pi plays the NLL's role) trained by on-policy policy gradient on
 GACA-CriticalChain-v0, from the same initialisation (theta = 0) and with the same sample budget
 for every estimator. Only the advantage differs between runs.
+
+Set-up "alfworld" (``--setup alfworld``): the CPU quickstart's tiny LM (``scripts/quickstart_cpu.py``)
+on generated easy ALFWorld games. The tiny model is warm-started once by SFT on noisy expert steps;
+every run starts from that same checkpoint and trains with ``GACATrainer`` for the same number of
+iterations (same episodes per iteration), with the run's seed driving task sampling and generation.
+Success is sampled (temperature 1.0) on the held-out ``valid_seen`` games every ``--eval-every``
+iterations. The lambda0 x eta sweep runs on the diagnostic set-up only.
 
 Outputs in --out: ``results.json`` (every curve), ``curves.png`` (greedy success vs training
 episodes, mean and 95% t-interval over seeds), ``summary.md`` (final success and area under
@@ -12,6 +19,8 @@ the curve with intervals, and the GACA lambda0 x eta sweep).
 Usage:
     python scripts/compare_estimators.py --out runs/compare            # full study (~10-20 min, 2 cores)
     python scripts/compare_estimators.py --out runs/smoke --smoke      # seconds, for CI
+    python scripts/compare_estimators.py --setup alfworld --out runs/compare-alfworld   # ~1.5 h, 2 cores
+    python scripts/compare_estimators.py --setup alfworld --out runs/smoke-alfworld --smoke
 """
 
 from __future__ import annotations
@@ -25,6 +34,8 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
+
+SCRIPTS = os.path.dirname(os.path.abspath(__file__))
 
 # Two-sided 95% Student t quantiles for df = 1..30 (larger df use 1.96).
 _T95 = [
@@ -85,6 +96,51 @@ def _run(job: dict) -> dict:
     return {**job, "curves": curves, "seconds": time.perf_counter() - start}
 
 
+def _run_alfworld(job: dict) -> dict:
+    """One GACATrainer run from the shared warm start; held-out success every ``eval_every`` iterations."""
+    import sys
+    from pathlib import Path
+
+    import torch
+
+    sys.path.insert(0, SCRIPTS)
+    import quickstart_cpu
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+
+    import gaca_envs  # noqa: F401  (registers the env ids in the worker process)
+    from gaca_train.config import GACAConfig
+    from gaca_train.tiny import save_tiny_model
+    from gaca_train.trainer import GACATrainer
+
+    torch.set_num_threads(job["threads"])
+    start = time.perf_counter()
+    out = Path(job["out"])
+    fields, env_kwargs, warm = dict(job["fields"]), job["env_kwargs"], job["warm"]
+    tokenizer = AutoTokenizer.from_pretrained(warm, padding_side="left")
+    model = AutoModelForCausalLM.from_pretrained(warm)
+    curves = {"episodes": [0], "eval_success": [job["before"]], "rollout_success": []}
+
+    class HeldOut(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step % job["eval_every"] == 0 or state.global_step == state.max_steps:
+                ckpt = save_tiny_model(model, tokenizer, out / "current")
+                rng = torch.get_rng_state()  # the evaluation seeds torch; training sampling must not notice
+                report = quickstart_cpu.measure(
+                    ckpt, env_kwargs, fields, job["eval_episodes"], out / f"eval_{state.global_step}", "valid_seen"
+                )
+                torch.set_rng_state(rng)
+                curves["episodes"].append(state.global_step * job["episodes_per_iteration"])
+                curves["eval_success"].append(report["success_rate"])
+
+    torch.manual_seed(fields["seed"])
+    trainer = GACATrainer(model=model, args=GACAConfig(**fields), processing_class=tokenizer, callbacks=[HeldOut()])
+    trainer.train()
+    curves["rollout_success"] = [
+        log["rollout/success_rate"] for log in trainer.state.log_history if "rollout/success_rate" in log
+    ]
+    return {**job, "curves": curves, "seconds": time.perf_counter() - start}
+
+
 def mean_ci(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Mean over axis 0 and the half-width of its 95% t-interval (0 for a single seed)."""
     n = values.shape[0]
@@ -131,7 +187,9 @@ def _table(results: list[dict], study: str) -> tuple[list[str], dict[str, dict[s
     return rows, stats
 
 
-def _plot(stats: dict[str, dict[str, np.ndarray]], path: str, title: str) -> None:
+def _plot(
+    stats: dict[str, dict[str, np.ndarray]], path: str, title: str, ylabel: str = "greedy success on the task pool"
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -143,7 +201,7 @@ def _plot(stats: dict[str, dict[str, np.ndarray]], path: str, title: str) -> Non
         ax.plot(s["episodes"], mean, label=label)
         ax.fill_between(s["episodes"], mean - ci, mean + ci, alpha=0.2)
     ax.set_xlabel("training episodes")
-    ax.set_ylabel("greedy success on the task pool")
+    ax.set_ylabel(ylabel)
     ax.set_ylim(-0.02, 1.02)
     ax.set_title(title)
     ax.grid(alpha=0.3)
@@ -153,23 +211,118 @@ def _plot(stats: dict[str, dict[str, np.ndarray]], path: str, title: str) -> Non
     plt.close(fig)
 
 
+def alfworld_study(args: argparse.Namespace) -> None:
+    """The ALFWorld set-up: one shared warm start, then every estimator x seed from it (see the docstring)."""
+    import multiprocessing
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, SCRIPTS)
+    import quickstart_cpu
+
+    from gaca_train.tiny import save_tiny_model
+
+    out = Path(args.out)
+    qargs = quickstart_cpu.parse_args(
+        ["--out", str(out / "warm"), "--train-games", str(args.train_games), "--eval-games", str(args.eval_games)]
+        + ["--sft-steps", str(args.sft_steps)]
+    )
+    overrides = {"max_steps": args.iterations, "seed": 0}
+    if args.smoke:
+        overrides.update(tasks_per_iteration=2, rollouts_per_task=2, per_device_train_batch_size=1)
+    fields, env_kwargs = quickstart_cpu.load_config(Path(qargs.config), out, overrides)
+    quickstart_cpu.alfworld_games(out / "games", env_kwargs, qargs.train_games, qargs.eval_games, 0)
+    fields["env_kwargs"] = json.dumps(env_kwargs)
+    start = time.perf_counter()
+    model, tokenizer, n_pairs = quickstart_cpu.warm_start(fields, env_kwargs, qargs, out / "warm")
+    warm = save_tiny_model(model, tokenizer, out / "warm" / "model")
+    before = quickstart_cpu.measure(warm, env_kwargs, fields, args.eval_episodes, out / "warm" / "eval", "valid_seen")
+    warm_seconds = time.perf_counter() - start
+    per_iteration = fields["tasks_per_iteration"] * fields["rollouts_per_task"]
+    jobs = []
+    for seed in range(args.seeds):
+        for label, (estimator, options) in ESTIMATOR_RUNS.items():
+            run_out = out / "runs" / f"{estimator}-{seed}"
+            run_fields = {**fields, **options, "estimator": estimator, "seed": seed, "output_dir": str(run_out / "tr")}
+            jobs.append(
+                {
+                    "study": "main",
+                    "label": label,
+                    "fields": run_fields,
+                    "env_kwargs": env_kwargs,
+                    "warm": str(warm),
+                    "before": before["success_rate"],
+                    "eval_every": args.eval_every,
+                    "eval_episodes": args.eval_episodes,
+                    "episodes_per_iteration": per_iteration,
+                    "threads": max(1, (os.cpu_count() or 1) // args.workers),
+                    "out": str(run_out),
+                }
+            )
+    # spawn: the parent has torch loaded (and its thread pools started) by the warm start
+    with ProcessPoolExecutor(max_workers=args.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        results = list(pool.map(_run_alfworld, jobs))
+    wall = time.perf_counter() - start
+
+    with open(out / "results.json", "w") as f:
+        json.dump({"args": vars(args), "env_kwargs": env_kwargs, "results": results}, f)
+    rows, stats = _table(results, "main")
+    n_eval = before["episodes"]
+    title = f"Easy ALFWorld, tiny LM from one SFT warm start, {args.seeds} seeds"
+    _plot(stats, str(out / "curves.png"), title, ylabel=f"held-out success ({n_eval} sampled episodes)")
+    lines = [
+        f"# Credit-assignment study: {title}",
+        "",
+        f"{qargs.train_games} train / {qargs.eval_games} held-out (valid_seen) generated easy games; warm start: "
+        f"{args.sft_steps} SFT steps on {n_pairs} noisy expert steps (held-out success {before['success_rate']:.3f}). "
+        f"Each run: {args.iterations} iterations x {per_iteration} episodes of GACATrainer "
+        f"(`configs/quickstart_cpu_alfworld.yaml`). Held-out success every {args.eval_every} iterations over "
+        f"{n_eval} sampled episodes (temperature {fields['temperature']}). Mean ± 95% t-interval over seeds; area "
+        "under the curve is the mean held-out success over the evaluation points (the warm start included).",
+        "",
+        "| run | seeds | final success | area under curve |",
+        "|---|---|---|---|",
+        *rows,
+        "",
+        f"Warm start {warm_seconds:.0f} s; {len(jobs)} runs in {wall - warm_seconds:.0f} s with {args.workers} "
+        f"worker(s); {wall:.0f} s in all.",
+    ]
+    (out / "summary.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--setup", choices=("diagnostic", "alfworld"), default="diagnostic")
     parser.add_argument("--out", default="runs/compare")
     parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--iterations", type=int, default=100)
-    parser.add_argument("--task-pool", type=int, default=16)
-    parser.add_argument("--lr", type=float, default=0.05)
-    parser.add_argument("--eval-every", type=int, default=5)
+    parser.add_argument("--iterations", type=int, default=None, help="diagnostic 100, alfworld 30")
+    parser.add_argument("--task-pool", type=int, default=16, help="diagnostic: training tasks")
+    parser.add_argument("--lr", type=float, default=0.05, help="diagnostic: learning rate")
+    parser.add_argument("--eval-every", type=int, default=None, help="iterations (diagnostic 5, alfworld 10)")
     parser.add_argument("--sweep-lambda0", type=float, nargs="*", default=[0.3, 0.5, 0.7])
     parser.add_argument("--sweep-eta", type=float, nargs="*", default=[0.0, 0.25, 0.5, 1.0])
+    parser.add_argument("--train-games", type=int, default=400, help="alfworld: generated train games")
+    parser.add_argument("--eval-games", type=int, default=64, help="alfworld: generated held-out games")
+    parser.add_argument("--eval-episodes", type=int, default=2, help="alfworld: sampled episodes per held-out game")
+    parser.add_argument("--sft-steps", type=int, default=1000, help="alfworld: warm-start SFT steps")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--smoke", action="store_true", help="2 seeds, 4 iterations, one sweep point (CI)")
+    parser.add_argument("--smoke", action="store_true", help="2 seeds, a few iterations, one sweep point (CI)")
     args = parser.parse_args()
+    if args.iterations is None:
+        args.iterations = 100 if args.setup == "diagnostic" else 30
+    if args.eval_every is None:
+        args.eval_every = 5 if args.setup == "diagnostic" else 10
     if args.smoke:
         args.seeds, args.iterations, args.eval_every = 2, 4, 2
         args.sweep_lambda0, args.sweep_eta = [0.5], [0.5]
+        if args.setup == "alfworld":
+            args.iterations, args.eval_every, args.eval_episodes = 2, 1, 1
+            args.train_games, args.eval_games, args.sft_steps = 6, 3, 2
     os.makedirs(args.out, exist_ok=True)
+    if args.setup == "alfworld":
+        alfworld_study(args)
+        return
 
     jobs = _jobs(args)
     start = time.perf_counter()

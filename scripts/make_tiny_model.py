@@ -106,6 +106,7 @@ def main() -> None:
     parser.add_argument("--sft-steps", type=int, default=0, help="supervised warm-start steps (0: none)")
     parser.add_argument("--sft-lr", type=float, default=3e-3)
     parser.add_argument("--fork-noise", type=float, default=0.0, help="random demonstrations at forks (0-1)")
+    parser.add_argument("--step-noise", type=float, default=0.0, help="random demonstrations at any step (0-1)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--cpu", action="store_true", help="force CPU for the warm start")
     args = parser.parse_args()
@@ -118,7 +119,14 @@ def main() -> None:
         raise SystemExit(f"{args.env} offers no task ids for split {args.split!r}; cannot build a warm start")
     task_ids = task_ids[: args.num_tasks]
     pairs = expert_steps(
-        args.env, env_kwargs, task_ids, args.history_length, args.max_steps, args.seed, args.fork_noise
+        args.env,
+        env_kwargs,
+        task_ids,
+        args.history_length,
+        args.max_steps,
+        args.seed,
+        args.fork_noise,
+        args.step_noise,
     )
     corpus = [m["content"] for messages, _ in pairs for m in messages] + [r for _, r in pairs]
     corpus += [" ".join(t) for t in TEMPLATES.values()]

@@ -60,17 +60,26 @@ def alfworld_games(out: Path, env_kwargs: dict, num_train: int, num_eval: int, s
     env_kwargs["data_path"] = str(out)
 
 
-def measure(model_dir: Path, env_kwargs: dict, fields: dict, episodes: int, out: Path, split: str = "train") -> dict:
-    """Success of sampled episodes on the tasks of ``split`` (``episodes`` per task)."""
+def measure(
+    model_dir: Path,
+    env_kwargs: dict,
+    fields: dict,
+    episodes: int,
+    out: Path,
+    split: str = "train",
+    max_tasks: int | None = None,
+) -> dict:
+    """Success of sampled episodes on the (first ``max_tasks``) tasks of ``split``, ``episodes`` per task."""
     env_kwargs = {**env_kwargs, "split": split} if "split" in env_kwargs else env_kwargs
     n_tasks = env_kwargs["num_tasks"] if "num_tasks" in env_kwargs else len(_split_ids(fields["env_id"], env_kwargs))
+    n_tasks = min(n_tasks, max_tasks or n_tasks)
     records = []
     for repeat in range(episodes):
         report = evaluate.main(
             [
                 "--env", fields["env_id"], "--model", str(model_dir), "--env-kwargs", json.dumps(env_kwargs),
                 "--split", split,
-                "--num-episodes", str(n_tasks), "--batch-size", str(n_tasks), "--max-steps",
+                "--num-episodes", str(n_tasks), "--batch-size", str(min(n_tasks, 64)), "--max-steps",
                 str(fields["max_env_steps"]), "--max-new-tokens", str(fields["max_completion_length"]),
                 "--temperature", str(fields.get("temperature", 1.0)), "--seed", str(1000 + repeat),
                 "--out", str(out),
@@ -145,7 +154,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", default=None, help="output folder (default: outputs/quickstart-<env>)")
     parser.add_argument("--estimator", default=None, help="override the config's estimator")
     parser.add_argument("--iterations", type=int, default=None, help="override the config's max_steps")
-    parser.add_argument("--sft-steps", type=int, default=None, help="SFT steps (ALFWorld 150, CriticalChain 300)")
+    parser.add_argument("--sft-steps", type=int, default=None, help="SFT steps (ALFWorld 1000, CriticalChain 300)")
     parser.add_argument("--hidden-size", type=int, default=128)
     parser.add_argument(
         "--eval-episodes",
@@ -153,8 +162,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=None,
         help="sampled episodes per task per measurement (ALFWorld 2, CriticalChain 4)",
     )
-    parser.add_argument("--train-games", type=int, default=24, help="ALFWorld: generated train games")
-    parser.add_argument("--eval-games", type=int, default=16, help="ALFWorld: generated held-out valid_seen games")
+    parser.add_argument("--train-games", type=int, default=400, help="ALFWorld: generated train games")
+    parser.add_argument("--eval-games", type=int, default=64, help="ALFWorld: generated held-out valid_seen games")
+    parser.add_argument(
+        "--train-eval-tasks", type=int, default=64, help="ALFWorld: train games measured (the first N)"
+    )
     parser.add_argument("--fork-noise", type=float, default=None, help="CriticalChain: random fork demos (default 1)")
     parser.add_argument("--step-noise", type=float, default=None, help="random demos per step (ALFWorld default 0.2)")
     parser.add_argument("--seed", type=int, default=0)
@@ -166,7 +178,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.eval_episodes is None:
         args.eval_episodes = 2 if args.env == "alfworld" else 4
     if args.sft_steps is None:
-        args.sft_steps = 150 if args.env == "alfworld" else 300
+        args.sft_steps = 1000 if args.env == "alfworld" else 300
     if args.step_noise is None:
         args.step_noise = 0.2 if args.env == "alfworld" else 0.0
     return args
@@ -223,8 +235,10 @@ def main(argv: list[str] | None = None) -> dict:
     warm_dir = save_tiny_model(model, tokenizer, out / "warm_start")
 
     # 2. Success before RL.
+    cap = {"train": args.train_eval_tasks} if args.env == "alfworld" else {}
     before = {
-        s: measure(warm_dir, env_kwargs, fields, args.eval_episodes, out / f"eval_before_{s}", s) for s in splits
+        s: measure(warm_dir, env_kwargs, fields, args.eval_episodes, out / f"eval_before_{s}", s, cap.get(s))
+        for s in splits
     }
 
     # 3. RL.
@@ -234,7 +248,10 @@ def main(argv: list[str] | None = None) -> dict:
     rl_dir = save_tiny_model(model, tokenizer, out / "after_rl")
 
     # 4. Success after RL, curve and summary.
-    after = {s: measure(rl_dir, env_kwargs, fields, args.eval_episodes, out / f"eval_after_{s}", s) for s in splits}
+    after = {
+        s: measure(rl_dir, env_kwargs, fields, args.eval_episodes, out / f"eval_after_{s}", s, cap.get(s))
+        for s in splits
+    }
     head = splits[0]
     title = f"{fields['estimator'].upper()} on {fields['env_id']} ({head} success before/after)"
     plot(trainer.state.log_history, before[head]["success_rate"], after[head]["success_rate"],

@@ -31,3 +31,29 @@ def test_smoke_study_writes_curves_table_and_plot(tmp_path):
     summary = (out / "summary.md").read_text()
     assert "| GACA | 2 |" in summary and "lambda0=0.5, eta=0.5" in summary
     assert (out / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_alfworld_smoke_study_trains_every_estimator_from_one_warm_start(tmp_path):
+    out = tmp_path / "study"
+    subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "compare_estimators.py"), "--setup", "alfworld", "--out", str(out)]
+        + ["--smoke", "--workers", "1"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    data = json.loads((out / "results.json").read_text())
+    runs = data["results"]
+    assert sorted((r["label"], r["fields"]["seed"]) for r in runs) == sorted(
+        (label, seed) for label in ("GRPO", "GiGPO", "GACA", "NLL reweight") for seed in (0, 1)
+    )
+    assert {r["fields"]["estimator"] for r in runs} == {"grpo", "gigpo", "gaca", "reweight"}
+    assert len({r["warm"] for r in runs}) == 1  # one shared initialisation
+    for r in runs:
+        curves = r["curves"]
+        assert curves["episodes"] == [0, 4, 8]  # warm start, then after iterations 1 and 2 (2 tasks x 2 rollouts)
+        assert len(curves["eval_success"]) == 3 and all(0.0 <= x <= 1.0 for x in curves["eval_success"])
+        assert len(curves["rollout_success"]) == 2
+    summary = (out / "summary.md").read_text()
+    assert "| GiGPO | 2 |" in summary and "held-out" in summary
+    assert (out / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
