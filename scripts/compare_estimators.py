@@ -21,6 +21,7 @@ Usage:
     python scripts/compare_estimators.py --out runs/smoke --smoke      # seconds, for CI
     python scripts/compare_estimators.py --setup alfworld --out runs/compare-alfworld   # ~1.5 h, 2 cores
     python scripts/compare_estimators.py --setup alfworld --out runs/smoke-alfworld --smoke
+    python scripts/compare_estimators.py --out runs/compare-alfworld --report-only   # table + PNG again
 """
 
 from __future__ import annotations
@@ -264,19 +265,41 @@ def alfworld_study(args: argparse.Namespace) -> None:
         results = list(pool.map(_run_alfworld, jobs))
     wall = time.perf_counter() - start
 
+    meta = {"sft_pairs": n_pairs, "warm_seconds": warm_seconds, "wall_seconds": wall}
+    data = {"args": vars(args), "env_kwargs": env_kwargs, "meta": meta, "results": results}
     with open(out / "results.json", "w") as f:
-        json.dump({"args": vars(args), "env_kwargs": env_kwargs, "results": results}, f)
+        json.dump(data, f)
+    alfworld_report(out, data)
+
+
+def alfworld_report(out: str | os.PathLike[str], data: dict) -> None:
+    """Writes ``summary.md`` and ``curves.png`` of the ALFWorld set-up from its ``results.json`` data."""
+    from pathlib import Path
+
+    out, args, results, meta = Path(out), data["args"], data["results"], data.get("meta", {})
+    fields = results[0]["fields"]
+    per_iteration = results[0]["episodes_per_iteration"]
     rows, stats = _table(results, "main")
-    n_eval = before["episodes"]
-    title = f"Easy ALFWorld, tiny LM from one SFT warm start, {args.seeds} seeds"
+    n_eval = args["eval_games"] * args["eval_episodes"]
+    title = f"Easy ALFWorld, tiny LM from one SFT warm start, {args['seeds']} seeds"
     _plot(stats, str(out / "curves.png"), title, ylabel=f"held-out success ({n_eval} sampled episodes)")
+    rollout_rows = []
+    for label in stats:
+        curves = np.array([r["curves"]["rollout_success"] for r in results if r["label"] == label])
+        first, first_ci = mean_ci(curves[:, : args["eval_every"]].mean(axis=1))
+        last, last_ci = mean_ci(curves[:, -args["eval_every"] :].mean(axis=1))
+        whole, whole_ci = mean_ci(curves.mean(axis=1))
+        rollout_rows.append(
+            f"| {label} | {first:.3f} ± {first_ci:.3f} | {last:.3f} ± {last_ci:.3f} | {whole:.3f} ± {whole_ci:.3f} |"
+        )
+    pairs = f" on {meta['sft_pairs']} noisy expert steps" if "sft_pairs" in meta else ""
     lines = [
         f"# Credit-assignment study: {title}",
         "",
-        f"{qargs.train_games} train / {qargs.eval_games} held-out (valid_seen) generated easy games; warm start: "
-        f"{args.sft_steps} SFT steps on {n_pairs} noisy expert steps (held-out success {before['success_rate']:.3f}). "
-        f"Each run: {args.iterations} iterations x {per_iteration} episodes of GACATrainer "
-        f"(`configs/quickstart_cpu_alfworld.yaml`). Held-out success every {args.eval_every} iterations over "
+        f"{args['train_games']} train / {args['eval_games']} held-out (valid_seen) generated easy games; warm start: "
+        f"{args['sft_steps']} SFT steps{pairs} (held-out success {results[0]['before']:.3f}). "
+        f"Each run: {args['iterations']} iterations x {per_iteration} episodes of GACATrainer "
+        f"(`configs/quickstart_cpu_alfworld.yaml`). Held-out success every {args['eval_every']} iterations over "
         f"{n_eval} sampled episodes (temperature {fields['temperature']}). Mean ± 95% t-interval over seeds; area "
         "under the curve is the mean held-out success over the evaluation points (the warm start included).",
         "",
@@ -284,9 +307,20 @@ def alfworld_study(args: argparse.Namespace) -> None:
         "|---|---|---|---|",
         *rows,
         "",
-        f"Warm start {warm_seconds:.0f} s; {len(jobs)} runs in {wall - warm_seconds:.0f} s with {args.workers} "
-        f"worker(s); {wall:.0f} s in all.",
+        f"Rollout success on the training games ({per_iteration} sampled episodes per iteration), mean over "
+        f"the first and the last {args['eval_every']} iterations and over all {args['iterations']}:",
+        "",
+        f"| run | first {args['eval_every']} | last {args['eval_every']} | all |",
+        "|---|---|---|---|",
+        *rollout_rows,
     ]
+    if "wall_seconds" in meta:
+        lines += [
+            "",
+            f"Warm start {meta['warm_seconds']:.0f} s; {len(results)} runs in "
+            f"{meta['wall_seconds'] - meta['warm_seconds']:.0f} s with {args['workers']} worker(s); "
+            f"{meta['wall_seconds']:.0f} s in all.",
+        ]
     (out / "summary.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
@@ -308,7 +342,16 @@ def main() -> None:
     parser.add_argument("--sft-steps", type=int, default=1000, help="alfworld: warm-start SFT steps")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--smoke", action="store_true", help="2 seeds, a few iterations, one sweep point (CI)")
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="alfworld: rewrite summary.md and curves.png from --out/results.json",
+    )
     args = parser.parse_args()
+    if args.report_only:
+        with open(os.path.join(args.out, "results.json")) as f:
+            alfworld_report(args.out, json.load(f))
+        return
     if args.iterations is None:
         args.iterations = 100 if args.setup == "diagnostic" else 30
     if args.eval_every is None:

@@ -56,4 +56,13 @@ def test_alfworld_smoke_study_trains_every_estimator_from_one_warm_start(tmp_pat
         assert len(curves["rollout_success"]) == 2
     summary = (out / "summary.md").read_text()
     assert "| GiGPO | 2 |" in summary and "held-out" in summary
+    assert "| run | first 1 | last 1 | all |" in summary  # rollout success on the training games
     assert (out / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    (out / "summary.md").unlink()
+    subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "compare_estimators.py"), "--out", str(out), "--report-only"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    assert (out / "summary.md").read_text() == summary  # rebuilt from results.json alone
