@@ -261,7 +261,7 @@ class GACATrainer(GRPOTrainer):
 
     def _generate_fn(self, model: Any):
         if self.use_vllm:
-            # Code path kept for GPU runs with TRL's vLLM backend (colocate or server); untested on CPU.
+            # TRL's vLLM backend (colocate or server); tested with a stand-in of the same contract (no GPU).
             def generate_vllm(prompt_ids: list[list[int]]) -> tuple[list[list[int]], list[list[float]]]:
                 _, completion_ids, logprobs, _ = self.vllm_generation.generate(
                     prompts=prompt_ids, images=None, num_generations=1, profiler=nullcontext()
@@ -337,6 +337,10 @@ class GACATrainer(GRPOTrainer):
                 out["old_per_token_logps"], _, _ = self._get_per_token_logps_and_entropies(
                     self.model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size
                 )
+            if self.use_vllm and self.vllm_importance_sampling_correction:
+                out["importance_sampling_ratio"] = self._vllm_importance_ratio(
+                    out["old_per_token_logps"], batch["sampling_per_token_logps"], batch["completion_mask"]
+                )
             if self.beta != 0.0:
                 if self.ref_model is not None:
                     ref_model, context = self.ref_model, nullcontext()
@@ -349,6 +353,26 @@ class GACATrainer(GRPOTrainer):
                         ref_model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size
                     )
         return out
+
+    def _vllm_importance_ratio(self, old: torch.Tensor, sampling: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """pi_train / pi_vLLM of the sampled tokens, per token or per sequence, truncated or masked as TRL does.
+
+        ``vllm_importance_sampling_mode``: ``token_*`` gives a (rows, tokens) ratio, ``sequence_*`` a
+        (rows, 1) ratio of the summed log-prob gaps; ``*_truncate`` clamps it to the clip bounds,
+        ``*_mask`` zeroes it outside them. Tokens vLLM could not score (NaN) count as ratio 1.
+        """
+        gap = torch.nan_to_num((old - sampling) * mask, nan=0.0)
+        mode = self.vllm_importance_sampling_mode
+        level, _, action = mode.partition("_")
+        if level not in ("token", "sequence") or action not in ("truncate", "mask"):
+            raise ValueError(f"unknown vllm_importance_sampling_mode {mode!r}")
+        ratio = torch.exp(gap.sum(dim=-1, keepdim=True) if level == "sequence" else gap)
+        low, high = self.vllm_importance_sampling_clip_min, self.vllm_importance_sampling_clip_max
+        if action == "truncate":
+            return ratio.clamp(min=low, max=high)
+        low = -math.inf if low is None else low
+        high = math.inf if high is None else high
+        return ratio.masked_fill((ratio < low) | (ratio > high), 0.0)
 
     def _record_metrics(self, metrics: dict[str, float], mode: str) -> None:
         """Averages each metric over ranks and appends it to TRL's metric lists (logged by ``log``)."""

@@ -199,3 +199,84 @@ def test_split_groups_are_rejected(tmp_path):
     trainer = GACATrainer(model=model, args=tiny_config(tmp_path), processing_class=tokenizer)
     with pytest.raises(ValueError, match="must hold whole groups of 2 equal task ids in a row"):
         trainer._generate_and_score_completions([{"task_id": t} for t in ["train-0", "train-1", "train-0", "train-1"]])
+
+
+class _HFInPlaceOfVLLM:
+    """Stands in for TRL's ``VLLMGeneration`` (vLLM needs a GPU): its ``generate``/``sync_weights``
+    contract, sampling with the trainer's own model through the HF path."""
+
+    def __init__(self, trainer: GACATrainer, logprob_shift: float = 0.0) -> None:
+        self.trainer, self.shift, self.synced = trainer, logprob_shift, []
+
+    def sync_weights(self) -> None:
+        self.synced.append(self.trainer.state.global_step)
+
+    def generate(self, prompts, images, num_generations, profiler=None):
+        from gaca_train.rollout import generate_with_logprobs
+
+        t = self.trainer
+        ids, logps = generate_with_logprobs(
+            t.model,
+            prompts,
+            pad_token_id=t.processing_class.pad_token_id,
+            eos_token_ids=t.eos_token_ids,
+            generation_config=t.generation_config,
+            temperature=t.temperature,
+        )
+        # vLLM's shape: per token, a list whose first entry is the sampled token's log-prob
+        return prompts, ids, [[[lp + self.shift] for lp in seq] for seq in logps], [[[i] for i in seq] for seq in ids]
+
+
+def _vllm_trainer(tmp_path, shift: float = 0.0, **overrides):
+    model, tokenizer = tiny_model_and_tokenizer()
+    trainer = GACATrainer(model=model, args=tiny_config(tmp_path, **overrides), processing_class=tokenizer)
+    stand_in = _HFInPlaceOfVLLM(trainer, shift)
+    trainer.use_vllm, trainer.vllm_generation, trainer._last_loaded_step = True, stand_in, -1
+    trainer.vllm_importance_sampling_correction = True
+    return trainer, stand_in
+
+
+@pytest.mark.parametrize("mode", ["sequence_mask", "token_truncate"])
+def test_vllm_path_records_sampling_logps_and_the_importance_ratio(tmp_path, mode):
+    trainer, stand_in = _vllm_trainer(tmp_path, vllm_importance_sampling_mode=mode)
+    inputs = [{"task_id": t} for t in ["train-0", "train-0", "train-1", "train-1"]]
+    out = trainer._generate_and_score_completions(inputs)
+    assert stand_in.synced == [0]  # weights pushed once for the step
+    steps = trainer.last_rollout.steps
+    mask = out["completion_mask"]
+    for i, step in enumerate(steps):
+        n = len(step.logps)
+        assert out["sampling_per_token_logps"][i, :n].tolist() == pytest.approx(step.logps)
+    ratio = out["importance_sampling_ratio"]
+    assert ratio.shape == ((len(mask), 1) if mode == "sequence_mask" else mask.shape)
+    # The stand-in samples with the trained weights, so train and sampling log-probs agree: ratio 1.
+    torch.testing.assert_close(ratio, torch.ones_like(ratio), atol=1e-3, rtol=1e-3)
+    trainer.close_envs()
+
+
+def test_vllm_importance_ratio_truncates_or_masks_a_sampling_mismatch(tmp_path):
+    # The sampler's log-probs 0.5 nats too high per token: pi_train / pi_vLLM = exp(-0.5) per token.
+    trainer, _ = _vllm_trainer(tmp_path, shift=0.5, vllm_importance_sampling_mode="token_truncate")
+    old = torch.zeros(2, 3)
+    sampling = torch.full((2, 3), 0.5)
+    mask = torch.tensor([[1, 1, 0], [1, 0, 0]])
+    token = trainer._vllm_importance_ratio(old, sampling, mask)
+    expected = torch.where(mask.bool(), torch.tensor(-0.5).exp(), torch.tensor(1.0))
+    torch.testing.assert_close(token, expected)
+    trainer.vllm_importance_sampling_mode = "sequence_mask"
+    trainer.vllm_importance_sampling_clip_min = 0.5
+    seq = trainer._vllm_importance_ratio(old, sampling, mask)  # exp(-1.0) = 0.37 < 0.5 is masked, exp(-0.5) kept
+    torch.testing.assert_close(seq, torch.tensor([[0.0], [float(torch.tensor(-0.5).exp())]]))
+    trainer.vllm_importance_sampling_mode = "tokens_please"
+    with pytest.raises(ValueError, match="vllm_importance_sampling_mode"):
+        trainer._vllm_importance_ratio(old, sampling, mask)
+
+
+def test_vllm_path_trains_with_trl_loss_and_syncs_weights_each_step(tmp_path):
+    trainer, stand_in = _vllm_trainer(tmp_path, max_steps=2, per_device_train_batch_size=4)  # a rollout per step
+    before = _snapshot(trainer.model)
+    trainer.train()
+    assert stand_in.synced == [0, 1]
+    losses = [log["loss"] for log in trainer.state.log_history if "loss" in log]
+    assert len(losses) == 2 and all(torch.isfinite(torch.tensor(losses)))
+    assert any(not torch.equal(before[n], p) for n, p in trainer.model.named_parameters())
