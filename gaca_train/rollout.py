@@ -57,6 +57,19 @@ _HISTORY_CHARS = 300  # an invalid response is shown in later prompts cut to thi
 # Generates for a batch of token-id prompts; returns, per prompt, the completion's token ids and
 # the sampling log-prob of each of those tokens.
 GenerateFn = Callable[[list[list[int]]], tuple[list[list[int]], list[list[float]]]]
+# In a distributed run: the largest of its argument over all ranks (a collective call).
+LockstepFn = Callable[[int], int]
+
+
+def max_over_ranks(accelerator: Any) -> LockstepFn | None:
+    """The :data:`LockstepFn` of ``accelerator``'s process group; None for a single process."""
+    if accelerator.num_processes < 2:
+        return None
+
+    def lockstep(n: int) -> int:
+        return int(accelerator.gather(torch.tensor([n], device=accelerator.device)).max().item())
+
+    return lockstep
 
 
 def template_for(env_id: str) -> tuple[str, str]:
@@ -229,8 +242,17 @@ def run_rollout(
     batch_size: int | None = None,
     chat_template_kwargs: dict[str, Any] | None = None,
     progress: Any = None,
+    lockstep: LockstepFn | None = None,
 ) -> RolloutResult:
     """Plays one episode in every env of ``pool``; env ``i`` plays ``task_ids[i]``.
+
+    Distributed generation backends are collective: TRL's vLLM server mode gathers every rank's
+    prompts and hands rank ``r`` the slice ``[r * n, (r + 1) * n)`` of the answers, tensor-parallel
+    vLLM and FSDP / ZeRO-3 forwards all-gather across ranks. They need every rank to make the
+    same number of ``generate`` calls with the same number of prompts, while the ranks' episodes
+    end at different turns. With ``lockstep`` (see :func:`max_over_ranks`) each turn pads this
+    rank's prompts to the largest live count over the ranks with copies of its first prompt (their
+    completions are dropped) and the turns go on until no rank has a live env.
 
     Args:
         pool: the envs (``len(task_ids) == pool.num_envs``).
@@ -242,6 +264,7 @@ def run_rollout(
         batch_size: most prompts per ``generate`` call (None: all live envs at once).
         chat_template_kwargs: extra ``apply_chat_template`` arguments.
         progress: optional tqdm-like bar, advanced once per turn.
+        lockstep: in a distributed run, the largest of a count over the ranks (None: one process).
 
     Returns:
         The :class:`RolloutResult`.
@@ -260,8 +283,10 @@ def run_rollout(
     )
     live = list(range(pool.num_envs))
     steps: list[StepRecord] = []
+    filler: list[int] | None = None  # lockstep padding: this rank's first prompt
     for turn in range(prompts.max_steps):
-        if not live:
+        n_calls = lockstep(len(live)) if lockstep is not None else len(live)
+        if n_calls == 0:
             break
         tic = time.perf_counter()
         conversations = [
@@ -270,9 +295,15 @@ def run_rollout(
             for i in live
         ]  # fmt: skip
         prompt_ids = [_render(tokenizer, c, chat_template_kwargs) for c in conversations]
+        filler = filler or prompt_ids[0]
         timings["tokenize"] += time.perf_counter() - tic
         tic = time.perf_counter()
-        completion_ids, logps = _generate_in_chunks(generate, prompt_ids, batch_size or len(live))
+        padded = prompt_ids + [filler] * (n_calls - len(live))
+        completion_ids, logps = _generate_in_chunks(generate, padded, batch_size or n_calls)
+        completion_ids, logps = completion_ids[: len(live)], logps[: len(live)]
+        if not live:  # this rank only kept the others company
+            timings["generation"] += time.perf_counter() - tic
+            continue
         texts = tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
         timings["generation"] += time.perf_counter() - tic
         parsed = [parse_response(t) for t in texts]

@@ -19,7 +19,14 @@ from trl.trainer.utils import pad, use_adapter
 import gaca_envs  # noqa: F401  (registers the GACA env ids)
 from gaca_train.advantages import compute_advantages
 from gaca_train.config import GACAConfig
-from gaca_train.rollout import PromptBuilder, RolloutResult, generate_with_logprobs, run_rollout, template_for
+from gaca_train.rollout import (
+    PromptBuilder,
+    RolloutResult,
+    generate_with_logprobs,
+    max_over_ranks,
+    run_rollout,
+    template_for,
+)
 from gaca_train.vector import RolloutPool, env_task_ids
 
 
@@ -236,6 +243,7 @@ class GACATrainer(GRPOTrainer):
                 batch_size=self.args.rollout_batch_size,
                 chat_template_kwargs=self.chat_template_kwargs,
                 progress=bar,
+                lockstep=max_over_ranks(self.accelerator),  # collective generation needs equal calls per rank
             )
 
     @contextmanager

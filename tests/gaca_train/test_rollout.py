@@ -136,6 +136,46 @@ def test_async_pool_gives_the_same_rollout_as_sync():
     assert [s.anchor_key for s in sync.steps] == [s.anchor_key for s in asyn.steps]
 
 
+def _deterministic_rollout(lockstep=None, calls=None):
+    """4 envs (episodes of 4 steps) under a 6-turn limit; completions are a function of the prompt."""
+    _, tokenizer = tiny_model_and_tokenizer()
+    pool = RolloutPool("GACA-CriticalChain-v0", 4, ENV_KWARGS, mode="sync")
+    system, template = template_for("GACA-CriticalChain-v0")
+
+    def generate(prompt_ids):
+        if calls is not None:
+            calls.append(len(prompt_ids))
+        ids = [[sum(p) % 50 + 5, len(p) % 50 + 5] for p in prompt_ids]
+        return ids, [[-0.5, -0.25] for _ in prompt_ids]
+
+    try:
+        builder = PromptBuilder(system, template, history_length=2, max_steps=6)
+        return run_rollout(pool, ["train-0", "train-0", "train-1", "train-1"], generate, tokenizer, builder, seed=3,
+                           batch_size=3, lockstep=lockstep)  # fmt: skip
+    finally:
+        pool.close()
+
+
+def test_lockstep_pads_every_call_and_turn_to_the_busiest_rank_without_changing_the_rollout():
+    # Another rank has 5 live envs for all 6 turns; this one has 4 envs whose episodes end after 4 steps.
+    asked, calls = [], []
+
+    def other_rank_has_five(n):
+        asked.append(n)
+        return max(n, 5)
+
+    alone = _deterministic_rollout()
+    padded = _deterministic_rollout(other_rank_has_five, calls)
+    assert asked == [4, 4, 4, 4, 0, 0]  # this rank's live envs, turn by turn, through turns it has nothing to do
+    assert calls == [3, 2] * 6  # 5 prompts a turn in chunks of 3, for 6 turns, as the other rank sends
+    assert [(s.prompt_ids, s.completion_ids, s.anchor_text) for s in padded.steps] == [
+        (s.prompt_ids, s.completion_ids, s.anchor_text) for s in alone.steps
+    ]
+    assert [e.length for e in padded.episodes] == [4, 4, 4, 4]
+    # One process: the rollout asks nobody.
+    assert _deterministic_rollout(lambda n: n).steps[0].completion_ids == alone.steps[0].completion_ids
+
+
 def test_token_advantages_broadcast_over_completion_tokens_only():
     mask = torch.tensor([[1, 1, 1], [1, 0, 0], [0, 0, 0]])
     out = token_advantages(torch.tensor([2.0, -1.0, 5.0]), mask)
