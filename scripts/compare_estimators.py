@@ -10,7 +10,12 @@ on generated easy ALFWorld games. The tiny model is warm-started once by SFT on 
 every run starts from that same checkpoint and trains with ``GACATrainer`` for the same number of
 iterations (same episodes per iteration), with the run's seed driving task sampling and generation.
 Success is sampled (temperature 1.0) on the held-out ``valid_seen`` games every ``--eval-every``
-iterations. The lambda0 x eta sweep runs on the diagnostic set-up only.
+iterations. The lambda0 x eta sweep runs on ALFWorld only when a grid is given
+(``--sweep-lambda0`` / ``--sweep-eta``; 5 runs per point).
+
+On ALFWorld, a rerun with the same --out reuses the warm start and every finished run
+(``runs/*/result.json``) whose settings match, so an interrupted study resumes and sweep points
+can be added later.
 
 Outputs in --out: ``results.json`` (every curve), ``curves.png`` (greedy success vs training
 episodes, mean and 95% t-interval over seeds), ``summary.md`` (final success and area under
@@ -21,6 +26,7 @@ Usage:
     python scripts/compare_estimators.py --out runs/smoke --smoke      # seconds, for CI
     python scripts/compare_estimators.py --setup alfworld --out runs/compare-alfworld   # ~90 min, 2 cores
     python scripts/compare_estimators.py --setup alfworld --out runs/smoke-alfworld --smoke
+    python scripts/compare_estimators.py --setup alfworld --out runs/compare-alfworld --sweep-eta 0.5 1.0  # + sweep
     python scripts/compare_estimators.py --out runs/compare-alfworld --report-only   # table + PNG again
 """
 
@@ -139,7 +145,20 @@ def _run_alfworld(job: dict) -> dict:
     curves["rollout_success"] = [
         log["rollout/success_rate"] for log in trainer.state.log_history if "rollout/success_rate" in log
     ]
-    return {**job, "curves": curves, "seconds": time.perf_counter() - start}
+    result = {**job, "curves": curves, "seconds": time.perf_counter() - start}
+    (out / "result.json").write_text(json.dumps(result))  # a rerun of the study reuses it
+    return result
+
+
+def _finished(job: dict) -> dict | None:
+    """The saved result of an identical earlier run of ``job`` (same fields, warm start and evaluation)."""
+    path = os.path.join(job["out"], "result.json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        result = json.load(f)
+    same = ("fields", "env_kwargs", "warm", "before", "eval_every", "eval_episodes", "episodes_per_iteration")
+    return result if all(result.get(k) == json.loads(json.dumps(job[k])) for k in same) else None
 
 
 def mean_ci(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -197,11 +216,11 @@ def _seed(result: dict) -> int:
     return int((result.get("config") or result["fields"])["seed"])
 
 
-def _paired_rows(results: list[dict], study: str = "main") -> list[str]:
-    """Markdown rows: per-seed difference of final success and AUC for each pair in ``PAIRS``."""
-    curves = {(r["label"], _seed(r)): np.asarray(r["curves"]["eval_success"]) for r in results if r["study"] == study}
+def _paired_rows(results: list[dict], pairs: list[tuple[str, str]] = PAIRS) -> list[str]:
+    """Markdown rows: per-seed difference (a - b) of final success and AUC for each pair of labels."""
+    curves = {(r["label"], _seed(r)): np.asarray(r["curves"]["eval_success"]) for r in results}
     rows = []
-    for a, b in PAIRS:
+    for a, b in pairs:
         seeds = sorted(s for (label, s) in curves if label == a and (b, s) in curves)
         if not seeds:
             continue
@@ -277,24 +296,43 @@ def alfworld_study(args: argparse.Namespace) -> None:
     quickstart_cpu.alfworld_games(out / "games", env_kwargs, qargs.train_games, qargs.eval_games, 0)
     fields["env_kwargs"] = json.dumps(env_kwargs)
     start = time.perf_counter()
-    model, tokenizer, n_pairs = quickstart_cpu.warm_start(fields, env_kwargs, qargs, out / "warm")
-    warm = save_tiny_model(model, tokenizer, out / "warm" / "model")
-    before = quickstart_cpu.measure(warm, env_kwargs, fields, args.eval_episodes, out / "warm" / "eval", "valid_seen")
-    warm_seconds = time.perf_counter() - start
+    warm, warm_info = out / "warm" / "model", out / "warm" / "warm.json"
+    # what the warm start depends on: a rerun with the same key reuses it
+    key = {"train_games": args.train_games, "eval_games": args.eval_games, "sft_steps": args.sft_steps}
+    key["fields"] = {k: v for k, v in sorted(fields.items()) if k not in ("output_dir", "max_steps", "seed")}
+    info = json.loads(warm_info.read_text()) if warm_info.exists() else {}
+    warm_reused = info.get("key") == key and (warm / "config.json").exists()
+    if not warm_reused:
+        model, tokenizer, n_pairs = quickstart_cpu.warm_start(fields, env_kwargs, qargs, out / "warm")
+        save_tiny_model(model, tokenizer, warm)
+        before = quickstart_cpu.measure(
+            warm, env_kwargs, fields, args.eval_episodes, out / "warm" / "eval", "valid_seen"
+        )
+        info = {
+            "key": key,
+            "sft_pairs": n_pairs,
+            "before": before["success_rate"],
+            "seconds": time.perf_counter() - start,
+        }
+        warm_info.write_text(json.dumps(info))
     per_iteration = fields["tasks_per_iteration"] * fields["rollouts_per_task"]
+    runs = [("main", label, estimator, options, estimator) for label, (estimator, options) in ESTIMATOR_RUNS.items()]
+    for lambda0, eta in itertools.product(args.sweep_lambda0, args.sweep_eta):
+        options = {"lambda0": lambda0, "eta": eta}
+        runs.append(("sweep", f"lambda0={lambda0}, eta={eta}", "gaca", options, f"gaca-l{lambda0}-e{eta}"))
     jobs = []
     for seed in range(args.seeds):
-        for label, (estimator, options) in ESTIMATOR_RUNS.items():
-            run_out = out / "runs" / f"{estimator}-{seed}"
+        for study, label, estimator, options, name in runs:
+            run_out = out / "runs" / f"{name}-{seed}"
             run_fields = {**fields, **options, "estimator": estimator, "seed": seed, "output_dir": str(run_out / "tr")}
             jobs.append(
                 {
-                    "study": "main",
+                    "study": study,
                     "label": label,
                     "fields": run_fields,
                     "env_kwargs": env_kwargs,
                     "warm": str(warm),
-                    "before": before["success_rate"],
+                    "before": info["before"],
                     "eval_every": args.eval_every,
                     "eval_episodes": args.eval_episodes,
                     "episodes_per_iteration": per_iteration,
@@ -302,12 +340,22 @@ def alfworld_study(args: argparse.Namespace) -> None:
                     "out": str(run_out),
                 }
             )
+    done = {i: r for i, job in enumerate(jobs) if (r := _finished(job)) is not None}
+    todo = [job for i, job in enumerate(jobs) if i not in done]
     # spawn: the parent has torch loaded (and its thread pools started) by the warm start
     with ProcessPoolExecutor(max_workers=args.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        results = list(pool.map(_run_alfworld, jobs))
+        fresh = iter(list(pool.map(_run_alfworld, todo)))
+    results = [done[i] if i in done else next(fresh) for i in range(len(jobs))]
     wall = time.perf_counter() - start
 
-    meta = {"sft_pairs": n_pairs, "warm_seconds": warm_seconds, "wall_seconds": wall}
+    meta = {
+        "sft_pairs": info["sft_pairs"],
+        "warm_seconds": info["seconds"],
+        "wall_seconds": wall,
+        "warm_reused": warm_reused,
+        "reused_runs": len(done),
+        "run_seconds": sum(r["seconds"] for r in results),
+    }
     data = {"args": vars(args), "env_kwargs": env_kwargs, "meta": meta, "results": results}
     with open(out / "results.json", "w") as f:
         json.dump(data, f)
@@ -359,7 +407,30 @@ def alfworld_report(out: str | os.PathLike[str], data: dict) -> None:
         "|---|---|---|---|",
         *rollout_rows,
     ]
-    if "wall_seconds" in meta:
+    sweep_labels = list(dict.fromkeys(r["label"] for r in results if r["study"] == "sweep"))
+    if sweep_labels:
+        sweep_rows, _ = _table(results, "sweep")
+        lines += [
+            "",
+            "GACA sweep (eta = 0 is GiGPO with omega = lambda0 / (1 - lambda0); the main table's GACA is "
+            "lambda0 = 0.5, eta = 0.25):",
+            "",
+            "| run | seeds | final success | area under curve |",
+            "|---|---|---|---|",
+            *sweep_rows,
+            "",
+            *PAIRED_HEADER,
+            *_paired_rows(results, [(label, "GiGPO") for label in sweep_labels]),
+        ]
+    if meta.get("reused_runs") or meta.get("warm_reused"):
+        lines += [
+            "",
+            f"{len(results)} runs, {meta['reused_runs']} of them finished by an earlier invocation of the study; "
+            f"the runs took {meta['run_seconds']:.0f} s of worker time in all (warm start "
+            f"{meta['warm_seconds']:.0f} s); this invocation {meta['wall_seconds']:.0f} s with {args['workers']} "
+            "worker(s).",
+        ]
+    elif "wall_seconds" in meta:
         lines += [
             "",
             f"Warm start {meta['warm_seconds']:.0f} s; {len(results)} runs in "
@@ -379,8 +450,16 @@ def main() -> None:
     parser.add_argument("--task-pool", type=int, default=16, help="diagnostic: training tasks")
     parser.add_argument("--lr", type=float, default=0.05, help="diagnostic: learning rate")
     parser.add_argument("--eval-every", type=int, default=None, help="iterations (diagnostic 5, alfworld 10)")
-    parser.add_argument("--sweep-lambda0", type=float, nargs="*", default=[0.3, 0.5, 0.7])
-    parser.add_argument("--sweep-eta", type=float, nargs="*", default=[0.0, 0.25, 0.5, 1.0])
+    parser.add_argument(
+        "--sweep-lambda0",
+        type=float,
+        nargs="*",
+        default=None,
+        help="GACA sweep grid (diagnostic default 0.3 0.5 0.7; alfworld: no sweep unless a grid is given, 0.5)",
+    )
+    parser.add_argument(
+        "--sweep-eta", type=float, nargs="*", default=None, help="GACA sweep grid (diagnostic default 0 0.25 0.5 1)"
+    )
     parser.add_argument("--train-games", type=int, default=400, help="alfworld: generated train games")
     parser.add_argument("--eval-games", type=int, default=64, help="alfworld: generated held-out games")
     parser.add_argument("--eval-episodes", type=int, default=2, help="alfworld: sampled episodes per held-out game")
@@ -401,9 +480,18 @@ def main() -> None:
         args.iterations = 100 if args.setup == "diagnostic" else 30
     if args.eval_every is None:
         args.eval_every = 5 if args.setup == "diagnostic" else 10
+    if args.setup == "diagnostic":
+        args.sweep_lambda0 = [0.3, 0.5, 0.7] if args.sweep_lambda0 is None else args.sweep_lambda0
+        args.sweep_eta = [0.0, 0.25, 0.5, 1.0] if args.sweep_eta is None else args.sweep_eta
+    elif args.sweep_lambda0 is None and args.sweep_eta is None:
+        args.sweep_lambda0, args.sweep_eta = [], []  # the sweep is opt-in on ALFWorld (5 runs per point)
+    else:  # a grid on one axis: the other at METHOD.md's default
+        args.sweep_lambda0 = [0.5] if args.sweep_lambda0 is None else args.sweep_lambda0
+        args.sweep_eta = [0.25] if args.sweep_eta is None else args.sweep_eta
     if args.smoke:
         args.seeds, args.iterations, args.eval_every = 2, 4, 2
-        args.sweep_lambda0, args.sweep_eta = [0.5], [0.5]
+        if args.setup == "diagnostic":
+            args.sweep_lambda0, args.sweep_eta = [0.5], [0.5]
         if args.setup == "alfworld":
             args.iterations, args.eval_every, args.eval_episodes = 2, 1, 1
             args.train_games, args.eval_games, args.sft_steps = 6, 3, 2

@@ -34,21 +34,28 @@ def test_smoke_study_writes_curves_table_and_plot(tmp_path):
     assert (out / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_alfworld_smoke_study_trains_every_estimator_from_one_warm_start(tmp_path):
-    out = tmp_path / "study"
+def _alfworld_smoke(out, *extra):
     subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "compare_estimators.py"), "--setup", "alfworld", "--out", str(out)]
-        + ["--smoke", "--workers", "1"],
+        + ["--smoke", "--workers", "1", *extra],
         check=True,
         capture_output=True,
         text=True,
     )
-    data = json.loads((out / "results.json").read_text())
+    return json.loads((out / "results.json").read_text())
+
+
+def test_alfworld_smoke_study_trains_every_estimator_from_one_warm_start(tmp_path):
+    out = tmp_path / "study"
+    data = _alfworld_smoke(out, "--sweep-eta", "1.0")
     runs = data["results"]
+    labels = ("GRPO", "GiGPO", "GACA", "NLL reweight", "lambda0=0.5, eta=1.0")
     assert sorted((r["label"], r["fields"]["seed"]) for r in runs) == sorted(
-        (label, seed) for label in ("GRPO", "GiGPO", "GACA", "NLL reweight") for seed in (0, 1)
+        (label, seed) for label in labels for seed in (0, 1)
     )
     assert {r["fields"]["estimator"] for r in runs} == {"grpo", "gigpo", "gaca", "reweight"}
+    sweep = [r for r in runs if r["study"] == "sweep"]
+    assert all(r["fields"]["eta"] == 1.0 and r["fields"]["lambda0"] == 0.5 for r in sweep)
     assert len({r["warm"] for r in runs}) == 1  # one shared initialisation
     for r in runs:
         curves = r["curves"]
@@ -58,7 +65,23 @@ def test_alfworld_smoke_study_trains_every_estimator_from_one_warm_start(tmp_pat
     summary = (out / "summary.md").read_text()
     assert "| GiGPO | 2 |" in summary and "held-out" in summary
     assert "| run | first 1 | last 1 | all |" in summary  # rollout success on the training games
+    assert "| lambda0=0.5, eta=1.0 | 2 |" in summary and "| lambda0=0.5, eta=1.0 − GiGPO | 2 |" in summary
     assert (out / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not data["meta"]["warm_reused"] and data["meta"]["reused_runs"] == 0
+
+    # A rerun reuses the warm start and every finished run; a changed run setting is run again.
+    (out / "runs" / "grpo-1" / "result.json").write_text(
+        (out / "runs" / "grpo-1" / "result.json").read_text().replace('"eval_every": 1', '"eval_every": 7')
+    )
+    again = _alfworld_smoke(out)  # no sweep grid this time: the sweep runs are left out
+    assert again["meta"]["warm_reused"] and again["meta"]["reused_runs"] == 7
+    assert len(again["results"]) == 8
+    first = {(r["label"], r["fields"]["seed"]): r["curves"] for r in runs}
+    rerun = [("GRPO", 1)]
+    assert all(first[r["label"], r["fields"]["seed"]] == r["curves"] for r in again["results"]
+               if (r["label"], r["fields"]["seed"]) not in rerun)  # fmt: skip
+    summary = (out / "summary.md").read_text()
+    assert "7 of them finished by an earlier invocation" in summary
     (out / "summary.md").unlink()
     subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "compare_estimators.py"), "--out", str(out), "--report-only"],
