@@ -273,6 +273,64 @@ def _plot(
     plt.close(fig)
 
 
+def _shared_warm_start(args: argparse.Namespace, fields: dict, env_kwargs: dict, qargs: argparse.Namespace) -> dict:
+    """SFT warm start in ``--out/warm`` (reused when its inputs match); returns its ``warm.json`` info."""
+    from pathlib import Path
+
+    import quickstart_cpu
+
+    from gaca_train.tiny import save_tiny_model
+
+    start = time.perf_counter()
+    warm_dir = Path(args.out) / "warm"
+    # what the warm start depends on: a rerun with the same key reuses it
+    key = {"train_games": args.train_games, "eval_games": args.eval_games, "sft_steps": args.sft_steps}
+    key["fields"] = {k: v for k, v in sorted(fields.items()) if k not in ("output_dir", "max_steps", "seed")}
+    info = json.loads((warm_dir / "warm.json").read_text()) if (warm_dir / "warm.json").exists() else {}
+    if info.get("key") == key and (warm_dir / "model" / "config.json").exists():
+        return {**info, "reused": True}
+    model, tokenizer, n_pairs = quickstart_cpu.warm_start(fields, env_kwargs, qargs, warm_dir)
+    save_tiny_model(model, tokenizer, warm_dir / "model")
+    before = quickstart_cpu.measure(
+        warm_dir / "model", env_kwargs, fields, args.eval_episodes, warm_dir / "eval", "valid_seen"
+    )
+    info = {"key": key, "sft_pairs": n_pairs, "before": before["success_rate"], "seconds": time.perf_counter() - start}
+    (warm_dir / "warm.json").write_text(json.dumps(info))
+    return {**info, "reused": False}
+
+
+def _alfworld_jobs(args: argparse.Namespace, fields: dict, env_kwargs: dict, before: float) -> list[dict]:
+    """One job per estimator (and sweep point) x seed, all from ``--out/warm/model``."""
+    from pathlib import Path
+
+    out = Path(args.out)
+    runs = [("main", label, estimator, options, estimator) for label, (estimator, options) in ESTIMATOR_RUNS.items()]
+    for lambda0, eta in itertools.product(args.sweep_lambda0, args.sweep_eta):
+        options = {"lambda0": lambda0, "eta": eta}
+        runs.append(("sweep", f"lambda0={lambda0}, eta={eta}", "gaca", options, f"gaca-l{lambda0}-e{eta}"))
+    jobs = []
+    for seed in range(args.seeds):
+        for study, label, estimator, options, name in runs:
+            run_out = out / "runs" / f"{name}-{seed}"
+            output_dir = str(run_out / "tr")
+            jobs.append(
+                {
+                    "study": study,
+                    "label": label,
+                    "fields": {**fields, **options, "estimator": estimator, "seed": seed, "output_dir": output_dir},
+                    "env_kwargs": env_kwargs,
+                    "warm": str(out / "warm" / "model"),
+                    "before": before,
+                    "eval_every": args.eval_every,
+                    "eval_episodes": args.eval_episodes,
+                    "episodes_per_iteration": fields["tasks_per_iteration"] * fields["rollouts_per_task"],
+                    "threads": max(1, (os.cpu_count() or 1) // args.workers),
+                    "out": str(run_out),
+                }
+            )
+    return jobs
+
+
 def alfworld_study(args: argparse.Namespace) -> None:
     """The ALFWorld set-up: one shared warm start, then every estimator x seed from it (see the docstring)."""
     import multiprocessing
@@ -281,8 +339,6 @@ def alfworld_study(args: argparse.Namespace) -> None:
 
     sys.path.insert(0, SCRIPTS)
     import quickstart_cpu
-
-    from gaca_train.tiny import save_tiny_model
 
     out = Path(args.out)
     qargs = quickstart_cpu.parse_args(
@@ -296,63 +352,19 @@ def alfworld_study(args: argparse.Namespace) -> None:
     quickstart_cpu.alfworld_games(out / "games", env_kwargs, qargs.train_games, qargs.eval_games, 0)
     fields["env_kwargs"] = json.dumps(env_kwargs)
     start = time.perf_counter()
-    warm, warm_info = out / "warm" / "model", out / "warm" / "warm.json"
-    # what the warm start depends on: a rerun with the same key reuses it
-    key = {"train_games": args.train_games, "eval_games": args.eval_games, "sft_steps": args.sft_steps}
-    key["fields"] = {k: v for k, v in sorted(fields.items()) if k not in ("output_dir", "max_steps", "seed")}
-    info = json.loads(warm_info.read_text()) if warm_info.exists() else {}
-    warm_reused = info.get("key") == key and (warm / "config.json").exists()
-    if not warm_reused:
-        model, tokenizer, n_pairs = quickstart_cpu.warm_start(fields, env_kwargs, qargs, out / "warm")
-        save_tiny_model(model, tokenizer, warm)
-        before = quickstart_cpu.measure(
-            warm, env_kwargs, fields, args.eval_episodes, out / "warm" / "eval", "valid_seen"
-        )
-        info = {
-            "key": key,
-            "sft_pairs": n_pairs,
-            "before": before["success_rate"],
-            "seconds": time.perf_counter() - start,
-        }
-        warm_info.write_text(json.dumps(info))
-    per_iteration = fields["tasks_per_iteration"] * fields["rollouts_per_task"]
-    runs = [("main", label, estimator, options, estimator) for label, (estimator, options) in ESTIMATOR_RUNS.items()]
-    for lambda0, eta in itertools.product(args.sweep_lambda0, args.sweep_eta):
-        options = {"lambda0": lambda0, "eta": eta}
-        runs.append(("sweep", f"lambda0={lambda0}, eta={eta}", "gaca", options, f"gaca-l{lambda0}-e{eta}"))
-    jobs = []
-    for seed in range(args.seeds):
-        for study, label, estimator, options, name in runs:
-            run_out = out / "runs" / f"{name}-{seed}"
-            run_fields = {**fields, **options, "estimator": estimator, "seed": seed, "output_dir": str(run_out / "tr")}
-            jobs.append(
-                {
-                    "study": study,
-                    "label": label,
-                    "fields": run_fields,
-                    "env_kwargs": env_kwargs,
-                    "warm": str(warm),
-                    "before": info["before"],
-                    "eval_every": args.eval_every,
-                    "eval_episodes": args.eval_episodes,
-                    "episodes_per_iteration": per_iteration,
-                    "threads": max(1, (os.cpu_count() or 1) // args.workers),
-                    "out": str(run_out),
-                }
-            )
+    warm = _shared_warm_start(args, fields, env_kwargs, qargs)
+    jobs = _alfworld_jobs(args, fields, env_kwargs, warm["before"])
     done = {i: r for i, job in enumerate(jobs) if (r := _finished(job)) is not None}
     todo = [job for i, job in enumerate(jobs) if i not in done]
     # spawn: the parent has torch loaded (and its thread pools started) by the warm start
     with ProcessPoolExecutor(max_workers=args.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         fresh = iter(list(pool.map(_run_alfworld, todo)))
     results = [done[i] if i in done else next(fresh) for i in range(len(jobs))]
-    wall = time.perf_counter() - start
-
     meta = {
-        "sft_pairs": info["sft_pairs"],
-        "warm_seconds": info["seconds"],
-        "wall_seconds": wall,
-        "warm_reused": warm_reused,
+        "sft_pairs": warm["sft_pairs"],
+        "warm_seconds": warm["seconds"],
+        "wall_seconds": time.perf_counter() - start,
+        "warm_reused": warm["reused"],
         "reused_runs": len(done),
         "run_seconds": sum(r["seconds"] for r in results),
     }
