@@ -3,6 +3,13 @@
 A goal is a dict with ``asin``, ``category``, ``query``, ``name`` (the target's title),
 ``product_category``, ``instruction_text``, ``attributes``, ``goal_options`` and ``price_upper``.
 
+``goal_options`` is a list of option values, the form of the original's human goals, for which
+the original's ``get_reward`` scores an exact purchase 1.0. Synthetic goals also carry
+``goal_options_by_name`` (option name -> value, the dict the original's synthetic goals hold in
+``goal_options``). The original passes such a dict to its option matcher as ``(name, value)``
+pairs, so some exact purchases score below 1 there; goals read from files therefore turn a dict
+into its values (``normalize_goal``).
+
 Recipes:
 - **synthetic** (the embedded catalog, or original data without human instructions): one goal per
   option combination of a product (at most ``max_goals_per_product`` of them, chosen by a seeded
@@ -53,7 +60,7 @@ def _embedded_instruction(product: dict, rng: random.Random) -> str:
     return f"{opener} {described} {product['noun']}"
 
 
-def _goal(product: dict, text: str, attributes: list, goal_options, price_upper: float) -> dict:
+def _goal(product: dict, text: str, attributes: list, goal_options: list[str], price_upper: float) -> dict:
     return {
         "asin": product["asin"],
         "category": product["category"],
@@ -86,11 +93,13 @@ def synthetic_goals(catalog: Catalog, seed: int = 0, max_goals_per_product: int 
         if len(combos) > max_goals_per_product:
             combos = [combos[i] for i in sorted(rng.sample(range(len(combos)), max_goals_per_product))]
         for combo in combos:
-            goal_options = dict(zip(names, combo, strict=True))
-            option_text = ", and ".join(f"{k}: {v}" for k, v in goal_options.items())
+            by_name = dict(zip(names, combo, strict=True))
+            option_text = ", and ".join(f"{k}: {v}" for k, v in by_name.items())
             option_text = f" with {option_text}" if option_text else ""
             upper, price_text = price_bound(catalog.prices[product["asin"]], rng)
-            goals.append(_goal(product, f"{instruction}{option_text}{price_text}", attributes, goal_options, upper))
+            goal = _goal(product, f"{instruction}{option_text}{price_text}", attributes, list(combo), upper)
+            goal["goal_options_by_name"] = by_name
+            goals.append(goal)
     return goals
 
 
@@ -144,14 +153,41 @@ def write_goals(path: str, goals: list[dict], source: str) -> None:
         json.dump({"source": source, "splits": splits, "goals": goals}, f, indent=1, ensure_ascii=False)
 
 
+def normalize_goal(goal: dict, where: str = "goal") -> dict:
+    """A goal with ``goal_options`` as a list of values, whichever form it was written in.
+
+    A list (the original's human goals, and this project's) is kept. A dict (the original's
+    synthetic goals: option name -> value) becomes its values, and the dict is kept as
+    ``goal_options_by_name``. The original's ``get_reward`` would instead match the dict's
+    ``(name, value)`` pairs, scoring some exact purchases below 1.
+
+    Raises:
+        ValueError: if ``goal_options`` is missing or not a list of strings or a dict of strings.
+    """
+    options = goal.get("goal_options")
+    if isinstance(options, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in options.items()):
+        return {**goal, "goal_options": list(options.values()), "goal_options_by_name": dict(options)}
+    if isinstance(options, list) and all(isinstance(v, str) for v in options):
+        return goal
+    raise ValueError(
+        f"{where}: goal_options must be a list of option values or a dict of option name -> value, got {options!r:.80}"
+    )
+
+
 def read_goals(path: str) -> list[dict]:
-    """Reads a goal list written by ``write_goals``.
+    """Reads a goal list: a file written by ``write_goals``, or a JSON list of goals in the original's form.
+
+    Each goal's ``goal_options`` may be a list of values or a dict of option name -> value (see
+    ``normalize_goal``); both load as a list of values.
 
     Raises:
         ValueError: if the file is not such a goal list.
     """
     with open(path, encoding="utf-8") as f:
         data = json.load(f)
-    if not isinstance(data, dict) or not isinstance(data.get("goals"), list):
-        raise ValueError(f"{path!r} is not a goal file written by write_goals (no 'goals' list)")
-    return data["goals"]
+    goals = data.get("goals") if isinstance(data, dict) else data
+    if not isinstance(goals, list) or not all(isinstance(g, dict) for g in goals):
+        raise ValueError(
+            f"{path!r} is not a goal file: expected a JSON list of goals or a write_goals file (a 'goals' list)"
+        )
+    return [normalize_goal(g, f"{path!r} goal {i}") for i, g in enumerate(goals)]

@@ -1,19 +1,21 @@
-"""WebShop's task score, reimplemented: type match x (attributes + options + price) / (count + 1).
+"""WebShop's task score: ``get_reward`` of the original's web_agent_site/engine/goal.py, reimplemented.
 
-``score = r_type * (n_attr_matches + n_option_matches + price_ok) / (n_attrs + n_options + 1)``
+``score = r_type * (attribute hits + goal options hit + price ok) / (n_attributes + n_goal_options + 1)``
 
 - ``r_type`` (type match): 1.0 when the purchased product matches the goal's type; 0.5 when
   neither the search query, nor two category-path levels, nor more than 20% of the goal title's
   nouns match; 0.1 when under 10% of the nouns match; 0.0 when none do. A goal title without
   nouns counts as a 0.2 noun overlap.
-- attributes: a goal attribute matches when some product attribute has a fuzzy token-set ratio
-  above 85, or it appears verbatim in the title, bullet points or description.
-- options: each chosen option matches when its value (colour-normalised) equals a goal option
-  (``size`` options) or fuzzy-matches one (others), or appears verbatim in the product text.
+- attributes: a goal attribute is hit when some product attribute has a token-set ratio above 85
+  with it, or when it appears verbatim in the lowercased title, bullet points or description.
+- goal options: each goal option (a list of values; a dict is read as its values) is hit once
+  when some chosen option's value, both colour-normalised, has a token-set ratio above 85 with
+  it. There is no size rule and no credit through product text.
 - price: 1 when the product's price is at most the goal's bound.
 
-Fuzzy ratios are ``rapidfuzz``'s token-set ratio after its default processing (lowercase,
-non-alphanumerics removed), rounded to an integer, which is what the original's ``thefuzz`` gives.
+Every part is at most its count, so the score is in [0, 1]; a purchase succeeds when it is 1.
+The token-set ratio is ``thefuzz`` 0.19.0's with its difflib backend (``webshop_server.fuzzy``),
+which is what the original's pinned requirements install.
 
 Title nouns: with spaCy and an English pipeline installed (``en_core_web_lg``, else
 ``en_core_web_sm``), the tokens tagged NOUN or PROPN, as the original. Otherwise a deterministic
@@ -26,13 +28,11 @@ from __future__ import annotations
 
 import importlib.util
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from rapidfuzz import fuzz
-from rapidfuzz import utils as fuzz_utils
+from webshop_server.fuzzy import token_set_ratio
 
-EXACT_MATCH_OPTIONS = ("size",)
 FUZZY_THRESHOLD = 85
 
 COLOR_SET = (
@@ -120,8 +120,8 @@ def _load_spacy_pipeline() -> Any:
 
 
 def fuzzy_ratio(a: str, b: str) -> int:
-    """Token-set ratio in 0-100 as ``thefuzz`` computes it (processed strings, rounded)."""
-    return int(round(fuzz.token_set_ratio(a, b, processor=fuzz_utils.default_process)))
+    """Token-set ratio in 0-100 as the original's ``thefuzz.fuzz.token_set_ratio`` computes it (difflib backend)."""
+    return token_set_ratio(a, b)
 
 
 def type_reward(purchased: dict, goal: dict, nouns: Callable[[str], list[str]]) -> dict:
@@ -153,7 +153,7 @@ def _in_product_text(value: str, product: dict) -> bool:
 
 
 def attribute_reward(purchased: dict, goal: dict) -> tuple[float, int]:
-    """Fraction and number of goal attributes the purchased product has."""
+    """Fraction and number of goal attributes the purchased product has (fuzzily, or verbatim in its text)."""
     matches = 0
     for goal_attr in goal["attributes"]:
         fuzzy = any(fuzzy_ratio(p_attr, goal_attr) > FUZZY_THRESHOLD for p_attr in purchased["Attributes"])
@@ -162,19 +162,21 @@ def attribute_reward(purchased: dict, goal: dict) -> tuple[float, int]:
     return matches / len(goal["attributes"]), matches
 
 
-def option_reward(purchased: dict, goal_options: Sequence[str], chosen: dict[str, str]) -> tuple[float | None, int]:
-    """Fraction (``None`` without goal options) and number of chosen options that match goal options."""
-    chosen = {k: normalize_color(v) for k, v in chosen.items()}
+def goal_option_values(goal_options: Sequence[str] | Mapping[str, str]) -> list[str]:
+    """The goal's option values: a list as it is, a dict (synthetic goals) as its values."""
+    return list(goal_options.values()) if isinstance(goal_options, Mapping) else list(goal_options)
+
+
+def option_reward(goal_options: Sequence[str], chosen: Mapping[str, str]) -> tuple[float | None, int]:
+    """Fraction (``None`` without goal options) and number of goal options hit by the chosen options.
+
+    A goal option is hit once when some chosen value has a token-set ratio above 85 with it, both
+    colour-normalised; extra chosen options neither add nor take away.
+    """
+    chosen_values = [normalize_color(v) for v in chosen.values()]
     wanted = [normalize_color(o) for o in goal_options]
-    matches = 0
-    for name, value in chosen.items():
-        if name.lower() in EXACT_MATCH_OPTIONS:
-            matched = value in wanted
-        else:
-            matched = any(fuzzy_ratio(g, value) > FUZZY_THRESHOLD for g in wanted)
-        if matched or _in_product_text(value, purchased):
-            matches += 1
-    return (matches / len(wanted) if wanted else None), matches
+    hits = sum(any(fuzzy_ratio(value, g) > FUZZY_THRESHOLD for value in chosen_values) for g in wanted)
+    return (hits / len(wanted) if wanted else None), hits
 
 
 def score_purchase(
@@ -189,13 +191,13 @@ def score_purchase(
         extractor).
     """
     type_info = type_reward(purchased, goal, nouns)
-    goal_options = goal["goal_options"]
-    goal_option_values = list(goal_options.values()) if isinstance(goal_options, dict) else list(goal_options)
+    wanted = goal_option_values(goal["goal_options"])
     r_price = price <= goal["price_upper"] if goal["price_upper"] > 0 else None
     r_att, n_att = attribute_reward(purchased, goal)
-    r_option, n_option = option_reward(purchased, goal_option_values, options)
-    denominator = len(goal["attributes"]) + len(goal_option_values) + 1
-    score = type_info["r_type"] * (n_att + n_option + bool(r_price)) / denominator
+    r_option, n_option = option_reward(wanted, options)
+    denominator = len(goal["attributes"]) + len(wanted) + 1
+    # The original's order of operations (sum / denominator, then times r_type), so floats agree bit for bit.
+    score = (n_att + n_option + bool(r_price)) / denominator * type_info["r_type"]
     info: dict[str, Any] = {
         "r_type": type_info["r_type"],
         "r_att": r_att,
@@ -207,7 +209,7 @@ def score_purchase(
     }
     if r_option is not None:
         info["r_option"] = r_option
-        info["w_option"] = len(goal_option_values) / denominator
+        info["w_option"] = len(wanted) / denominator
     if r_price is not None:
         info["r_price"] = bool(r_price)
         info["w_price"] = 1 / denominator

@@ -26,8 +26,7 @@ def oracle_actions(shop: Shop, goal_index: int) -> list[str]:
     actions = [f"search[{product['Title'].lower()}]"]
     actions += ["click[next >]"] * (position // 10)
     actions.append(f"click[{goal['asin'].lower()}]")
-    options = goal["goal_options"]
-    actions += [f"click[{v}]" for v in (options.values() if isinstance(options, dict) else options)]
+    actions += [f"click[{v}]" for v in goal["goal_options"]]
     actions.append("click[buy now]")
     return actions
 

@@ -234,7 +234,7 @@ class WebShopEnv(gym.Env):
         page = self._page
         terminated = page.kind == "done"
         score = float(page.reward) if terminated and page.reward is not None else 0.0
-        won = terminated and score >= 1.0 - 1e-9
+        won = terminated and score == 1.0  # as the original: success is a score of exactly 1
         truncated = not terminated and self._steps >= self.max_steps
         self._done = terminated or truncated
         reward = self.reward_on_success if won else 0.0

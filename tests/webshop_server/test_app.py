@@ -8,6 +8,8 @@ import threading
 from urllib.parse import quote
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from webshop_server import create_app
 from webshop_server.sessions import SessionStore, goal_index_for
@@ -43,12 +45,12 @@ def test_results_page_scheme_paging_and_classes(client):
 def test_item_page_options_sub_pages_and_buy(client, shop):
     goal = shop.goals[0]
     product = shop.catalog.by_asin[goal["asin"]]
-    opts = repr(dict(sorted(goal["goal_options"].items())))
+    opts = repr(dict(sorted(goal["goal_options_by_name"].items())))
     base = f"/item_page/fixed_0/{goal['asin']}/{quote(str(['x']))}/1/"
     html = client.get(base + quote(opts)).get_data(as_text=True)
     for name, values in product["options"].items():
         for value in values:
-            checked = " checked" if goal["goal_options"].get(name) == value else ""
+            checked = " checked" if goal["goal_options_by_name"].get(name) == value else ""
             assert f'name="{name}" value="{value}" data-url=' in html
             assert re.search(rf'name="{re.escape(name)}" value="{re.escape(value)}" data-url="[^"]*"{checked}>', html)
     assert "Buy Now" in html and "Description" in html and "Features" in html and "Reviews" in html
@@ -184,3 +186,29 @@ def test_memory_stays_flat_over_10000_episodes(app, client, shop):
 def test_api_info(client, shop):
     info = client.get("/api/info").get_json()
     assert info["n_goals"] == len(shop.goals) and info["splits"]["eval"] == [500, 1500]
+
+
+DONE_SCORE = re.compile(r"Your score \(min ([\d.]+), max ([\d.]+)\)<pre>([^<]*)</pre>")
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_done_page_never_shows_a_score_above_its_max(client, shop, data):
+    goal_index = data.draw(st.integers(0, len(shop.goals) - 1), label="goal")
+    product = data.draw(st.sampled_from(shop.catalog.products), label="product")
+    choices = {name: st.sampled_from(values) for name, values in product["options"].items()}
+    options = data.draw(st.fixed_dictionaries({}, optional=choices), label="options")
+    html = client.post(f"/done/fixed_{goal_index}/{product['asin']}/{quote(repr(options))}").get_data(as_text=True)
+    low, high, shown = (float(x) for x in DONE_SCORE.search(html).groups())
+    assert (low, high) == (0.0, 1.0) and low <= shown <= high
+
+
+def test_done_page_of_a_goal_without_options_bought_with_an_option(client, shop):
+    # Issue 15's example: extra chosen options used to push such a purchase to 1.5.
+    index = next(i for i, g in enumerate(shop.goals) if not g["goal_options"])
+    goal = shop.goals[index]
+    product = next(p for p in shop.catalog.products if p["query"] == goal["query"] and p["options"])
+    options = {name: values[0] for name, values in product["options"].items()}
+    html = client.post(f"/done/fixed_{index}/{product['asin']}/{quote(repr(options))}").get_data(as_text=True)
+    shown = float(DONE_SCORE.search(html).group(3))
+    assert shown == shop.score(goal, product["asin"], options)[0] <= 1.0

@@ -115,7 +115,8 @@ def test_goals_are_seeded_and_split(shop, tmp_path):
     for g in shop.goals[:50]:
         price = shop.catalog.prices[g["asin"]]
         assert price < g["price_upper"] and g["instruction_text"].endswith(f"{g['price_upper']:.2f} dollars")
-        for name, value in g["goal_options"].items():
+        assert g["goal_options"] == list(g["goal_options_by_name"].values())  # the list the original scores 1.0
+        for name, value in g["goal_options_by_name"].items():
             assert f"{name}: {value}" in g["instruction_text"]
     path = tmp_path / "goals.json"
     write_goals(str(path), shop.goals, shop.catalog.source)
@@ -127,3 +128,21 @@ def test_price_bound_recipe():
     upper, text = price_bound(23.5, random.Random(0))
     assert upper in (40.0, 50.0, 60.0) and text == f", and price lower than {upper:.2f} dollars"
     assert price_bound(985.0, random.Random(0)) == (1_000_000.0, "")  # fewer than two multiples of 10 above
+
+
+def test_read_goals_takes_both_goal_option_forms(tmp_path):
+    base = {"asin": "B1", "category": "c", "query": "q", "name": "n", "product_category": "a › b",
+            "instruction_text": "i need n", "attributes": ["x"], "price_upper": 10.0}  # fmt: skip
+    synthetic = {**base, "goal_options": {"color": "red", "size": "large"}}  # the original's synthetic form
+    human = {**base, "goal_options": ["red", "large"]}  # the original's human form
+    path = tmp_path / "original_goals.json"
+    path.write_text(json.dumps([synthetic, human]))  # a bare list, as the original's get_goals returns
+    first, second = read_goals(str(path))
+    assert first["goal_options"] == second["goal_options"] == ["red", "large"]
+    assert first["goal_options_by_name"] == {"color": "red", "size": "large"} and "goal_options_by_name" not in second
+    path.write_text(json.dumps([{**base, "goal_options": "red"}]))
+    with pytest.raises(ValueError, match=r"goal 0: goal_options must be a list of option values or a dict"):
+        read_goals(str(path))
+    path.write_text(json.dumps({"goal": []}))
+    with pytest.raises(ValueError, match="is not a goal file"):
+        read_goals(str(path))
