@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,10 +27,16 @@ class GACAConfig(GRPOConfig):
     r"""Configuration of [`GACATrainer`]: every [`trl.GRPOConfig`] field plus the ones below.
 
     An iteration plays ``tasks_per_iteration`` tasks ``rollouts_per_task`` times each (one group per
-    task), so ``num_generations`` is set to ``rollouts_per_task`` and, unless ``steps_per_generation``
-    is given, ``generation_batch_size`` to ``tasks_per_iteration * rollouts_per_task``. Each agent step
-    becomes one training row; the rows of an iteration are split into ``steps_per_generation``
-    micro-batches of equal size (see ``GACATrainer``).
+    task, each group on one rank) and is one TRL step (``global_step`` counts iterations, so
+    ``max_steps`` is the number of iterations). Each agent step becomes one training row. The
+    iteration's rows, over all ranks, are shuffled and cut into mini-batches of ``mini_batch_rows``
+    rows; each mini-batch is one optimiser update, accumulated on each device over micro-batches of at
+    most ``micro_batch_tokens`` padded tokens (see ``gaca_train.batching`` and docs/training.md).
+
+    TRL's batch fields are derived and must not be set: ``num_generations = rollouts_per_task``,
+    ``per_device_train_batch_size = tasks_per_iteration * rollouts_per_task / world size`` (episodes per
+    rank), ``steps_per_generation = gradient_accumulation_steps = 1``. None of the schedule's numbers
+    depends on the world size, only how the rows are divided among ranks.
     """
 
     # --- Environment and tasks ---
@@ -62,6 +70,27 @@ class GACAConfig(GRPOConfig):
     )
     reward_scale: float = field(
         default=1.0, metadata={"help": "Multiplies every env reward before the estimator (e.g. 0.1 maps 10 to 1)."}
+    )
+
+    # --- Update schedule (verl-agent's PPO mini-batches, dynamic micro-batches) ---
+    mini_batch_rows: int | None = field(
+        default=None,
+        metadata={
+            "help": "Step rows per optimiser update, counted over all ranks (verl-agent's ppo_mini_batch_size x "
+            "group size). The last mini-batch of an iteration holds the remainder. None: one update of all rows."
+        },
+    )
+    micro_batch_tokens: int | None = field(
+        default=None,
+        metadata={
+            "help": "Most padded tokens (rows x (longest prompt + longest completion)) per micro-batch on one device, "
+            "like verl's ppo_max_token_len_per_gpu; a single row over budget runs alone. None: no limit."
+        },
+    )
+    ppo_epochs: int = field(default=1, metadata={"help": "Passes over an iteration's rows (one reshuffle each)."})
+    max_prompt_length: int | None = field(
+        default=None,
+        metadata={"help": "Most tokens of a step's prompt; a longer one stops the run with an error (None: no cap)."},
     )
 
     # --- Prompt ---
@@ -127,31 +156,60 @@ class GACAConfig(GRPOConfig):
         if self.preset == "none":  # the CLI cannot pass None
             self.preset = None
         self._validate_gaca_fields()
-        self.num_generations = self.rollouts_per_task
-        if self.generation_batch_size is None and self.steps_per_generation is None:
-            self.generation_batch_size = self.tasks_per_iteration * self.rollouts_per_task
+        self._check_report_to()
+        world_size = int(os.environ.get("WORLD_SIZE", "1"))
+        self._derive_trl_batch_fields(world_size)
         super().__post_init__()
-        episodes = self.tasks_per_iteration * self.rollouts_per_task
-        if self.generation_batch_size != episodes:
+        if self.world_size != world_size:
             raise ValueError(
-                f"generation_batch_size ({self.generation_batch_size}) must equal tasks_per_iteration * "
-                f"rollouts_per_task = {episodes}; set steps_per_generation so that per_device_train_batch_size * "
-                f"world size * steps_per_generation = {episodes}, or leave both unset"
+                f"WORLD_SIZE={world_size} but the run has {self.world_size} processes; "
+                "launch with accelerate launch or torchrun"
             )
-        per_device = self.per_device_train_batch_size * self.steps_per_generation
-        if per_device % self.rollouts_per_task:
+
+    def _derive_trl_batch_fields(self, world_size: int) -> None:
+        """Sets TRL's batch fields from the GACA ones (see the class docstring); raises if they were set."""
+        if self.gradient_accumulation_steps != 1:
             raise ValueError(
-                "episodes per device per iteration (per_device_train_batch_size * steps_per_generation = "
-                f"{per_device}) must be a multiple of rollouts_per_task ({self.rollouts_per_task}) so that no group "
-                "spans two ranks; change per_device_train_batch_size or steps_per_generation"
+                f"gradient_accumulation_steps must stay 1, got {self.gradient_accumulation_steps}: GACATrainer "
+                "accumulates each update over token-budgeted micro-batches itself; set mini_batch_rows (rows per "
+                "update) and micro_batch_tokens (tokens per micro-batch) instead"
             )
+        if self.steps_per_generation not in (None, 1) or self.generation_batch_size is not None:
+            raise ValueError(
+                "steps_per_generation and generation_batch_size are derived by GACAConfig (one rollout per step); "
+                f"got steps_per_generation={self.steps_per_generation}, generation_batch_size="
+                f"{self.generation_batch_size}; set tasks_per_iteration, rollouts_per_task and mini_batch_rows instead"
+            )
+        if self.num_iterations != 1:
+            raise ValueError(f"num_iterations must stay 1, got {self.num_iterations}; set ppo_epochs instead")
+        if self.tasks_per_iteration % world_size:
+            raise ValueError(
+                f"tasks_per_iteration ({self.tasks_per_iteration}) must be a multiple of the number of processes "
+                f"({world_size}) so that every rank plays whole groups; change tasks_per_iteration or the process "
+                "count"
+            )
+        self.num_generations = self.rollouts_per_task
+        self.per_device_train_batch_size = self.tasks_per_iteration * self.rollouts_per_task // world_size
+        self.steps_per_generation = 1
+
+    def _check_report_to(self) -> None:
+        """Fails before any env or model is built when a ``report_to`` backend is not installed."""
+        backends = [self.report_to] if isinstance(self.report_to, str) else list(self.report_to or [])
+        packages = {"tensorboard": "tensorboard", "wandb": "wandb", "trackio": "trackio", "mlflow": "mlflow"}
+        for backend in backends:
+            package = packages.get(backend)
+            if package and importlib.util.find_spec(package) is None:
+                raise ValueError(
+                    f"report_to={backend!r} but the {package!r} package is not installed; pip install {package} "
+                    "(tensorboard comes with the `train` extra) or set report_to: none"
+                )
 
     def _validate_gaca_fields(self) -> None:
         for name, choices in _CHOICES.items():
             value = getattr(self, name)
             if value not in choices:
                 raise ValueError(f"{name} must be one of {choices}, got {value!r}")
-        positive = ("tasks_per_iteration", "max_env_steps", "rollouts_per_task")
+        positive = ("tasks_per_iteration", "max_env_steps", "rollouts_per_task", "ppo_epochs")
         for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -163,7 +221,14 @@ class GACAConfig(GRPOConfig):
         for name in ("history_length",):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        for name in ("max_tasks", "max_admissible_actions", "rollout_batch_size"):
+        for name in (
+            "max_tasks",
+            "max_admissible_actions",
+            "rollout_batch_size",
+            "mini_batch_rows",
+            "micro_batch_tokens",
+            "max_prompt_length",
+        ):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be >= 1 or None, got {value}")
@@ -172,6 +237,13 @@ class GACAConfig(GRPOConfig):
             raise ValueError("task_ids must be None or a non-empty list of task ids, got []")
         if self.prompt_template is not None:
             _check_template(self.prompt_template)
+        if self.micro_batch_tokens is not None and self.max_prompt_length is not None:
+            longest = self.max_prompt_length + self.max_completion_length
+            if self.micro_batch_tokens < longest:
+                raise ValueError(
+                    f"micro_batch_tokens ({self.micro_batch_tokens}) is smaller than one row at full length: "
+                    f"max_prompt_length + max_completion_length = {longest}; raise micro_batch_tokens to >= {longest}"
+                )
 
     def estimator_kwargs(self) -> dict[str, Any]:
         """The keyword arguments of ``compute_advantages`` besides ``rows`` (estimator and its options)."""

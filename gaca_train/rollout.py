@@ -243,6 +243,7 @@ def run_rollout(
     chat_template_kwargs: dict[str, Any] | None = None,
     progress: Any = None,
     lockstep: LockstepFn | None = None,
+    max_prompt_length: int | None = None,
 ) -> RolloutResult:
     """Plays one episode in every env of ``pool``; env ``i`` plays ``task_ids[i]``.
 
@@ -265,9 +266,13 @@ def run_rollout(
         chat_template_kwargs: extra ``apply_chat_template`` arguments.
         progress: optional tqdm-like bar, advanced once per turn.
         lockstep: in a distributed run, the largest of a count over the ranks (None: one process).
+        max_prompt_length: most tokens of a prompt (None: no limit), as verl-agent's ``max_prompt_length``.
 
     Returns:
         The :class:`RolloutResult`.
+
+    Raises:
+        ValueError: if a prompt is longer than ``max_prompt_length``.
     """
     timings = {"env": 0.0, "generation": 0.0, "tokenize": 0.0}
     tic = time.perf_counter()
@@ -295,6 +300,7 @@ def run_rollout(
             for i in live
         ]  # fmt: skip
         prompt_ids = [_render(tokenizer, c, chat_template_kwargs) for c in conversations]
+        _check_prompt_lengths(prompt_ids, max_prompt_length, turn)
         filler = filler or prompt_ids[0]
         timings["tokenize"] += time.perf_counter() - tic
         tic = time.perf_counter()
@@ -320,6 +326,15 @@ def run_rollout(
     for i in live:  # cut off by the rollout's step limit rather than by the env
         state.episodes[i].truncated = True
     return RolloutResult(steps, state.episodes, group_of_env, timings)
+
+
+def _check_prompt_lengths(prompt_ids: list[list[int]], limit: int | None, turn: int) -> None:
+    longest = max((len(p) for p in prompt_ids), default=0)
+    if limit is not None and longest > limit:
+        raise ValueError(
+            f"a prompt of {longest} tokens at step {turn + 1} exceeds max_prompt_length={limit}; raise "
+            "max_prompt_length, or shorten the prompt (history_length, max_admissible_actions)"
+        )
 
 
 def _generate_in_chunks(
@@ -435,7 +450,9 @@ def generate_with_logprobs(
         logits = output.logits[:, -1, :].float()
         pending["logp"] = torch.log_softmax(logits / temperature, dim=-1)
 
-    handle = model.register_forward_hook(hook, with_kwargs=True)
+    # A PEFT model's generate runs its base model (with the adapters injected), never its own forward.
+    hooked = model.get_base_model() if hasattr(model, "get_base_model") else model
+    handle = hooked.register_forward_hook(hook, with_kwargs=True)
     try:
         with torch.no_grad() if no_grad else nullcontext():
             sequences = model.generate(
@@ -446,6 +463,11 @@ def generate_with_logprobs(
     finally:
         handle.remove()
     completions = sequences[:, width:]
+    if completions.shape[1] and not recorded and "logp" not in pending:
+        raise RuntimeError(
+            f"no log-probs were recorded while {type(model).__name__}.generate ran: its forward pass was not the "
+            "hooked module's; pass the model generate runs (for PEFT, the PeftModel or its base model)"
+        )
     if "logp" in pending and completions.shape[1] > len(recorded):
         recorded.append(pending.pop("logp").gather(1, completions[:, len(recorded)].unsqueeze(1)).squeeze(1))
     logps = (

@@ -2,22 +2,27 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections import defaultdict, deque
 from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
 import torch
+from accelerate.utils import DistributedType
 from datasets import Dataset
 from tqdm.auto import tqdm
+from transformers.distributed.fsdp import is_fsdp_managed_module
 from trl import GRPOTrainer
 from trl.models import unwrap_model_for_generation
 from trl.trainer.utils import pad, use_adapter
 
 import gaca_envs  # noqa: F401  (registers the GACA env ids)
 from gaca_train.advantages import compute_advantages
+from gaca_train.batching import pack_micro_batches, padded_tokens, plan_mini_batches
 from gaca_train.config import GACAConfig
 from gaca_train.rollout import (
     PromptBuilder,
@@ -79,6 +84,37 @@ def token_advantages(advantage: torch.Tensor, completion_mask: torch.Tensor) -> 
     return advantage.to(torch.float32).unsqueeze(1) * completion_mask.to(torch.float32)
 
 
+# TRL loss types normalised per row (a mean over sequences); the others are normalised per token.
+_ROW_MEAN_LOSSES = ("grpo", "dr_grpo", "sapo", "luspo")
+
+
+@dataclass
+class IterationRows:
+    """One iteration's step rows on this rank, in global order (by episode, then step).
+
+    Attributes:
+        steps: the rank's step records.
+        advantage: per row, the estimator's advantage.
+        loss_tokens: per row, completion tokens that carry loss (0 for a masked truncated completion).
+        offset: global index of ``steps[0]`` (rows of lower ranks come first).
+        total: rows of the iteration over all ranks.
+        old_logps, ref_logps: per row, old-policy and reference token log-probs, when needed.
+    """
+
+    steps: list[Any]
+    advantage: list[float]
+    loss_tokens: list[int]
+    offset: int
+    total: int
+    old_logps: list[torch.Tensor] | None = None
+    ref_logps: list[torch.Tensor] | None = None
+
+    @functools.cached_property
+    def lengths(self) -> list[tuple[int, int]]:
+        """Per row, (prompt tokens, completion tokens)."""
+        return [(len(s.prompt_ids), len(s.completion_ids)) for s in self.steps]
+
+
 class GACATrainer(GRPOTrainer):
     """GRPOTrainer for multi-turn agents: rollouts in Gymnasium envs, advantages from the estimators.
 
@@ -92,15 +128,18 @@ class GACATrainer(GRPOTrainer):
       config's estimator, broadcast over the completion tokens. Generation goes through the
       trainer's model (log-probs recorded by a forward hook, so step NLLs need no extra pass) or
       TRL's vLLM backend when ``use_vllm`` is set.
-    * Equal work with a variable number of rows: TRL splits a generation batch into
-      ``steps_per_generation`` equal micro-batches (dropping any remainder) and DDP averages
-      gradients over ranks. The rank's rows are therefore padded to the same count on every
-      rank, a multiple of ``steps_per_generation``, with copies of a real row whose completion
-      mask is all zero. Padding carries no loss, no KL and no tokens in ``num_items_in_batch``, so
-      with the default ``loss_type="dapo"`` the loss is exactly the mean over every real token
-      of the iteration. With per-sequence losses (``grpo``, ``bnpo``, ``dr_grpo``, ...) every real
-      row still gets the same weight (all micro-batches have the same size), and the iteration's
-      loss is scaled by real rows / padded rows, a factor shared by all rows.
+    * ``training_step`` is overridden: one TRL step is one iteration (``global_step`` counts
+      iterations). The iteration's rows over all ranks are shuffled and cut into mini-batches of
+      ``mini_batch_rows`` rows (:func:`gaca_train.batching.plan_mini_batches`); each mini-batch is
+      one optimiser update, accumulated on each device over micro-batches of at most
+      ``micro_batch_tokens`` padded tokens. Rows stay on the rank that played them; the ranks agree
+      on the number of micro-batches of each update (a rank short of rows runs an empty one with a
+      zero loss mask), as sharded models need. The loss of an update is TRL's loss of the whole
+      mini-batch: ``current_gradient_accumulation_steps`` is set per micro-batch so that TRL's own
+      normalisation becomes the mini-batch's (token mean for ``dapo``/``bnpo``/``cispo``/``vespo``,
+      row mean for ``grpo``/``dr_grpo``/``sapo``/``luspo``), whatever the packing or the world size.
+      The updates before the last step the optimiser here; the last is left to TRL's loop, so the
+      scheduler, logging and checkpoints advance once per iteration, as in verl-agent.
     * ``train`` closes the env subprocesses when it returns.
 
     Everything else (loss, clipping, KL ``beta``, optimiser, scheduler, checkpoints, logging,
@@ -156,7 +195,7 @@ class GACATrainer(GRPOTrainer):
         self.last_rollout: RolloutResult | None = None
         # TRL sizes its completion tables to one row per episode; here an iteration has up to
         # max_env_steps rows per episode, and the tables keep the latest iteration's rows.
-        most_rows = args.generation_batch_size * args.max_env_steps
+        most_rows = args.tasks_per_iteration * args.rollouts_per_task * args.max_env_steps
         for key in ("prompt", "completion", "advantages"):
             self._logs[key] = deque(maxlen=most_rows)
         self._logs["rewards"] = defaultdict(lambda: deque(maxlen=most_rows))
@@ -179,8 +218,13 @@ class GACATrainer(GRPOTrainer):
             self._pools[size] = RolloutPool(self.args.env_id, size, self.args.env_kwargs, mode=self.args.vector_env)
         return self._pools[size]
 
-    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
-        """Plays the rank's tasks, scores every step with the estimator, returns TRL's loss inputs."""
+    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> Any:
+        """Plays the rank's tasks and scores every step with the estimator.
+
+        Returns:
+            In training, the iteration's :class:`IterationRows` (``training_step`` schedules the
+            updates); in evaluation, TRL's loss inputs for all the rank's rows in one batch.
+        """
         mode = "train" if self.model.training else "eval"
         task_ids = [str(x["task_id"]) for x in inputs]
         _check_groups(task_ids, self.num_generations if mode == "train" else self.num_generations_eval)
@@ -199,18 +243,215 @@ class GACATrainer(GRPOTrainer):
         )
         advantages = compute_advantages(rows, **self.args.estimator_kwargs())
         advantage_time = time.perf_counter() - tic
-
-        tic = time.perf_counter()
-        chunks = self.args.steps_per_generation if mode == "train" else 1
-        output = self._rows_to_batch(result, advantages.advantage, chunks)
-        output.update(self._policy_logps(output, mode))
-        metrics = {**result.metrics(), **advantages.metrics, "rollout/rows_padded": float(len(output["advantages"]))}
-        metrics.update({"time/rollout": rollout_time, "time/advantage": advantage_time})
-        metrics["time/batch"] = time.perf_counter() - tic
+        iteration = self._iteration_rows(result, advantages.advantage)
+        metrics = {**result.metrics(), **advantages.metrics, "time/rollout": rollout_time}
+        metrics.update({"time/advantage": advantage_time, "train/rows": float(iteration.total)})
         self._record_metrics(metrics, mode)
         if self.log_completions:
             self._log_rows(result, advantages.advantage)
-        return output
+        if mode == "train":
+            return iteration
+        self._add_policy_logps(iteration, need_old=False)
+        batch = self._batch(iteration, list(range(len(iteration.steps))))
+        batch["num_items_in_batch"] = self.accelerator.gather(batch["completion_mask"].sum()).sum()
+        return batch
+
+    def _iteration_rows(self, result: RolloutResult, advantage: torch.Tensor) -> IterationRows:
+        """The rank's rows in global order: by (episode, step), episodes numbered over all ranks."""
+        order = sorted(range(len(result.steps)), key=lambda i: (result.steps[i].env_index, result.steps[i].step))
+        steps = [result.steps[i] for i in order]
+        counts = self.accelerator.gather(torch.tensor([len(steps)], device=self.accelerator.device)).tolist()
+        rank = self.accelerator.process_index
+        keep = [not self.mask_truncated_completions or (bool(s.completion_ids) and s.completion_ids[-1] in
+                self.eos_token_ids) for s in steps]  # fmt: skip
+        return IterationRows(
+            steps=steps,
+            advantage=[float(advantage[i]) for i in order],
+            loss_tokens=[len(s.completion_ids) if k else 0 for s, k in zip(steps, keep, strict=True)],
+            offset=int(sum(counts[:rank])),
+            total=int(sum(counts)),
+        )
+
+    def training_step(self, model: Any, inputs: Any, num_items_in_batch: Any = None) -> torch.Tensor:
+        """One iteration: a rollout, then its optimiser updates (all but the last stepped here).
+
+        See the class docstring. TRL's loop clips, steps the optimiser and the scheduler for the
+        last update and logs once per iteration.
+        """
+        model.train()
+        if hasattr(self.optimizer, "train") and callable(self.optimizer.train):
+            self.optimizer.train()
+        iteration = self._generate_and_score_completions(inputs)
+        tic = time.perf_counter()
+        seed = self.args.seed * 1_000_003 + self.state.global_step
+        plan = plan_mini_batches(iteration.total, self.args.mini_batch_rows, self.args.ppo_epochs, seed=seed)
+        vllm_ratio = self.use_vllm and self.vllm_importance_sampling_correction
+        self._add_policy_logps(iteration, need_old=len(plan) > 1 or vllm_ratio)
+        end = iteration.offset + len(iteration.steps)
+        losses, micro_batches, tokens = [], [], 0
+        for u, global_rows in enumerate(plan):
+            local = [g - iteration.offset for g in global_rows if iteration.offset <= g < end]
+            loss, count, update_tokens = self._update(model, iteration, local)
+            losses.append(loss)
+            micro_batches.append(count)
+            tokens += update_tokens
+            if u < len(plan) - 1:
+                self._optimizer_step(model)
+        seconds = time.perf_counter() - tic
+        self._record_metrics(
+            {
+                "train/updates": float(len(plan)),
+                "train/micro_batches": sum(micro_batches) / len(micro_batches),
+                "time/update": seconds,
+                "throughput/update_rows_per_s": len(iteration.steps) * self.args.ppo_epochs / max(seconds, 1e-9),
+                "throughput/update_tokens_per_s": tokens / max(seconds, 1e-9),
+            },
+            "train",
+        )
+        self._step += 1
+        return torch.stack(losses).mean()
+
+    def _update(self, model: Any, iteration: IterationRows, local: list[int]) -> tuple[torch.Tensor, int, int]:
+        """Backward passes of one update over this rank's ``local`` rows; returns (loss, micro-batches, tokens).
+
+        The loss of each micro-batch is TRL's, with ``current_gradient_accumulation_steps`` chosen so that
+        the sum over micro-batches and ranks (DDP averages over ranks) is the mini-batch's loss.
+        """
+        world = self.accelerator.num_processes
+        device = self.accelerator.device
+        totals = torch.tensor([sum(iteration.loss_tokens[i] for i in local), len(local)], device=device)
+        tokens_u, rows_u = (float(x) for x in self.accelerator.reduce(totals, reduction="sum").tolist())
+        bins = self._synced_bins(iteration, local)
+        row_mean = self.loss_type in _ROW_MEAN_LOSSES
+        total = torch.zeros((), device=device)
+        padded = 0
+        for k, rows in enumerate(bins):
+            last = k == len(bins) - 1
+            batch = self._batch(iteration, rows or [0], real=bool(rows))
+            padded += padded_tokens(iteration.lengths, rows)
+            tokens_mb = float(batch["completion_mask"].sum())
+            empty = tokens_u == 0 or (not row_mean and tokens_mb == 0) or not rows
+            if empty:
+                scale, batch["num_items_in_batch"] = 1.0, torch.tensor(1.0, device=device)
+            elif row_mean:
+                scale = rows_u / (len(rows) * world)
+            else:  # token-level losses: TRL divides by num_items_in_batch / world * scale
+                scale = tokens_u / (tokens_mb * world)
+                batch["num_items_in_batch"] = torch.tensor(tokens_mb * world, device=device)
+            self.current_gradient_accumulation_steps = scale
+            self.accelerator.gradient_state._set_sync_gradients(last)
+            with self._sync_context(model, last):
+                with self.compute_loss_context_manager():
+                    loss = self.compute_loss(model, batch)
+                if empty:  # keeps the collective backward of an empty micro-batch, with no gradient
+                    loss = loss * 0.0
+                deepspeed = self.accelerator.distributed_type == DistributedType.DEEPSPEED
+                self.accelerator.backward(loss, **({"scale_wrt_gas": False} if deepspeed else {}))
+            total = total + loss.detach()
+        return total, len(bins), padded
+
+    def _synced_bins(self, iteration: IterationRows, local: list[int]) -> list[list[int]]:
+        """Token-budgeted micro-batches of ``local`` rows, as many on every rank."""
+        budget = self.args.micro_batch_tokens
+        bins = pack_micro_batches(iteration.lengths, local, budget)
+        count = len(bins)
+        if self.accelerator.num_processes > 1:
+            count = int(self.accelerator.reduce(torch.tensor(count, device=self.accelerator.device), "max").item())
+        return pack_micro_batches(iteration.lengths, local, budget, min_count=max(count, 1))
+
+    @contextmanager
+    def _sync_context(self, model: Any, last: bool):
+        """Defers the gradient all-reduce to the last micro-batch of an update, as TRL's loop does."""
+        if last or self.accelerator.distributed_type == DistributedType.DEEPSPEED:
+            yield
+        elif self.is_distributed_loading_by_transformers and is_fsdp_managed_module(self.model):
+            with self._defer_fsdp_gradient_reduction():
+                yield
+        else:
+            with self.accelerator.no_sync(model=model):
+                yield
+
+    def _optimizer_step(self, model: Any) -> None:
+        """Clips and steps the optimiser for an update before the iteration's last (the scheduler waits)."""
+        if self.args.max_grad_norm > 0 and self.accelerator.distributed_type != DistributedType.DEEPSPEED:
+            self._clip_grad_norm(model)
+        self.optimizer.step()
+        model.zero_grad()
+
+    def _batch(self, iteration: IterationRows, rows: list[int], real: bool = True) -> dict[str, Any]:
+        """TRL's loss inputs for ``rows`` of the iteration, padded to the micro-batch's longest row.
+
+        ``real=False`` builds an empty micro-batch: the rows attend normally but their loss mask is zero.
+        """
+        device = self.accelerator.device
+        steps = [iteration.steps[i] for i in rows]
+        pad_id = self._tokenizer.pad_token_id
+        prompt_ids = pad([torch.tensor(s.prompt_ids) for s in steps], padding_value=pad_id, padding_side="left")
+        prompt_mask = pad([torch.ones(len(s.prompt_ids), dtype=torch.long) for s in steps], padding_side="left")
+        completion_ids = pad([torch.tensor(s.completion_ids) for s in steps], padding_value=pad_id)
+        loss_mask = pad([torch.ones(len(s.completion_ids), dtype=torch.long) for s in steps])
+        kept = torch.tensor([real and iteration.loss_tokens[i] > 0 for i in rows], dtype=torch.long)
+        loss_mask = (loss_mask * kept.unsqueeze(1)).to(device)
+        advantage = torch.tensor([iteration.advantage[i] for i in rows], dtype=torch.float32)
+        batch = {
+            "prompt_ids": prompt_ids.to(device),
+            "prompt_mask": prompt_mask.to(device),
+            "completion_ids": completion_ids.to(device),
+            "completion_mask": loss_mask,
+            "advantages": token_advantages(advantage.to(device), loss_mask),
+        }
+        per_row_logps = {"old_per_token_logps": iteration.old_logps, "ref_per_token_logps": iteration.ref_logps}
+        for key, per_row in per_row_logps.items():
+            if per_row is not None:
+                batch[key] = pad([per_row[i] for i in rows], padding_value=0.0).to(device)
+        if self.use_vllm:
+            sampling = pad([torch.tensor(s.logps, dtype=torch.float32) for s in steps], padding_value=0.0).to(device)
+            batch["sampling_per_token_logps"] = sampling
+            if self.vllm_importance_sampling_correction and "old_per_token_logps" in batch:
+                batch["importance_sampling_ratio"] = self._vllm_importance_ratio(
+                    batch["old_per_token_logps"], sampling, loss_mask
+                )
+        return batch
+
+    def _add_policy_logps(self, iteration: IterationRows, need_old: bool) -> None:
+        """Old-policy (before any update) and reference log-probs of every row, by token-budgeted micro-batches.
+
+        Old log-probs are needed when an iteration makes several updates (later updates are off-policy)
+        or for vLLM's importance-sampling correction; reference log-probs when ``beta`` is not zero.
+        """
+        if not need_old and self.beta == 0.0:
+            return
+        rows = list(range(len(iteration.steps)))
+        old: list[torch.Tensor | None] = [None] * len(rows)
+        ref: list[torch.Tensor | None] = [None] * len(rows)
+        for chunk in self._synced_bins(iteration, rows):
+            batch = self._batch(iteration, chunk or [0])
+            input_ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
+            attention_mask = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
+            width = batch["completion_ids"].size(1)
+            with torch.no_grad():
+                if need_old:
+                    logps, _, _ = self._get_per_token_logps_and_entropies(self.model, input_ids, attention_mask, width)
+                    for j, i in enumerate(chunk):
+                        old[i] = logps[j, : len(iteration.steps[i].completion_ids)]
+                if self.beta != 0.0:
+                    logps = self._reference_logps(input_ids, attention_mask, width)
+                    for j, i in enumerate(chunk):
+                        ref[i] = logps[j, : len(iteration.steps[i].completion_ids)]
+        iteration.old_logps = old if need_old else None
+        iteration.ref_logps = ref if self.beta != 0.0 else None
+
+    def _reference_logps(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, width: int) -> torch.Tensor:
+        """Log-probs under the reference: the reference model, or for PEFT the initial adapter or the base model."""
+        if self.ref_model is not None:
+            ref_model, context = self.ref_model, nullcontext()
+        else:
+            unwrapped = self.accelerator.unwrap_model(self.model)
+            adapter = "ref" if "ref" in unwrapped.peft_config else None
+            ref_model, context = self.model, use_adapter(unwrapped, adapter_name=adapter)
+        with context:
+            logps, _, _ = self._get_per_token_logps_and_entropies(ref_model, input_ids, attention_mask, width)
+        return logps
 
     def _log_rows(self, result: RolloutResult, advantage: torch.Tensor) -> None:
         """Feeds TRL's completion tables (``log_completions``): one entry per step row of this rank."""
@@ -244,15 +485,14 @@ class GACATrainer(GRPOTrainer):
                 chat_template_kwargs=self.chat_template_kwargs,
                 progress=bar,
                 lockstep=max_over_ranks(self.accelerator),  # collective generation needs equal calls per rank
+                max_prompt_length=self.args.max_prompt_length,
             )
 
     @contextmanager
     def _generation_model(self):
         if self.use_vllm:
-            if self.state.global_step != self._last_loaded_step:
-                self.vllm_generation.sync_weights()
-                self._last_loaded_step = self.state.global_step
-            yield None
+            with self._vllm_awake():
+                yield None
             return
         with (
             unwrap_model_for_generation(
@@ -266,6 +506,32 @@ class GACATrainer(GRPOTrainer):
             self._dist.summon_full_params(self.model_wrapped, recurse=False),
         ):
             yield unwrapped
+
+    @contextmanager
+    def _vllm_awake(self):
+        """Weights pushed to vLLM once per iteration, and vLLM kept awake for all turns of the rollout.
+
+        TRL's colocate sleep mode sleeps at level 2 (weights discarded) after every ``generate`` call
+        and pushes the weights again at the next; a multi-turn rollout would push them on every turn.
+        Here sleep mode is held off for the rollout and the engine sleeps once at its end.
+        """
+        vllm = self.vllm_generation
+        asleep = getattr(vllm, "_llm_weights_sleeping", False)
+        if self.state.global_step != self._last_loaded_step or asleep:
+            vllm.sync_weights()  # wakes the weights first in sleep mode
+            self._last_loaded_step = self.state.global_step
+        sleep_mode = vllm.mode == "colocate" and vllm.enable_sleep_mode
+        if not sleep_mode:
+            yield
+            return
+        vllm.llm.wake_up(tags=["kv_cache"])
+        vllm.enable_sleep_mode = False
+        try:
+            yield
+        finally:
+            vllm.enable_sleep_mode = True
+            vllm.llm.sleep(level=2)
+            vllm._llm_weights_sleeping = True
 
     def _generate_fn(self, model: Any):
         if self.use_vllm:
@@ -289,78 +555,6 @@ class GACATrainer(GRPOTrainer):
             )
 
         return generate_hf
-
-    def _rows_to_batch(self, result: RolloutResult, advantage: torch.Tensor, chunks: int) -> dict[str, Any]:
-        """Pads the rows to an equal count on every rank, a multiple of ``chunks``; builds TRL's tensors."""
-        device = self.accelerator.device
-        n_rows = len(result.steps)
-        n_max = int(self.accelerator.gather(torch.tensor([n_rows], device=device)).max().item())
-        n_target = math.ceil(n_max / chunks) * chunks
-        steps = result.steps + [result.steps[0]] * (n_target - n_rows)
-        real = torch.arange(n_target) < n_rows
-        pad_id = self._tokenizer.pad_token_id
-        prompt_ids = pad([torch.tensor(s.prompt_ids) for s in steps], padding_value=pad_id, padding_side="left")
-        prompt_mask = pad([torch.ones(len(s.prompt_ids), dtype=torch.long) for s in steps], padding_side="left")
-        completion_ids = pad([torch.tensor(s.completion_ids) for s in steps], padding_value=pad_id)
-        completion_mask = pad([torch.ones(len(s.completion_ids), dtype=torch.long) for s in steps])
-        # Padding rows attend normally (finite log-probs) but carry no loss: their mask is zeroed.
-        loss_mask = completion_mask * real.unsqueeze(1).long()
-        if self.mask_truncated_completions:
-            ended = torch.tensor(
-                [bool(s.completion_ids) and s.completion_ids[-1] in self.eos_token_ids for s in steps]
-            )
-            loss_mask = loss_mask * ended.unsqueeze(1).long()
-        row_advantage = torch.zeros(n_target)
-        row_advantage[:n_rows] = advantage.to(torch.float32)
-        sampling_logps = pad([torch.tensor(s.logps, dtype=torch.float32) for s in steps], padding_value=0.0)
-        num_items = self.accelerator.gather(loss_mask.sum().to(device)).sum()
-        output = {
-            "prompt_ids": prompt_ids.to(device),
-            "prompt_mask": prompt_mask.to(device),
-            "completion_ids": completion_ids.to(device),
-            "completion_mask": loss_mask.to(device),
-            "advantages": token_advantages(row_advantage, loss_mask).to(device),
-            "num_items_in_batch": num_items,
-        }
-        if self.use_vllm:
-            output["sampling_per_token_logps"] = sampling_logps.to(device)
-        return output
-
-    def _policy_logps(self, batch: dict[str, Any], mode: str) -> dict[str, torch.Tensor]:
-        """Old-policy and reference log-probs, computed exactly when GRPOTrainer would compute them."""
-        out: dict[str, torch.Tensor] = {}
-        generate_every = self.args.steps_per_generation * self.num_iterations
-        need_old = self.args.gradient_accumulation_steps % generate_every != 0 or (
-            self.use_vllm and self.vllm_importance_sampling_correction
-        )
-        if not need_old and self.beta == 0.0:
-            return out
-        input_ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], dim=1)
-        # As in GRPOTrainer's loss; padding rows still attend to their (real) prompt, so stay finite.
-        attention_mask = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
-        logits_to_keep = batch["completion_ids"].size(1)
-        batch_size = self.args.per_device_train_batch_size if mode == "train" else self.args.per_device_eval_batch_size
-        with torch.no_grad():
-            if need_old:
-                out["old_per_token_logps"], _, _ = self._get_per_token_logps_and_entropies(
-                    self.model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size
-                )
-            if self.use_vllm and self.vllm_importance_sampling_correction:
-                out["importance_sampling_ratio"] = self._vllm_importance_ratio(
-                    out["old_per_token_logps"], batch["sampling_per_token_logps"], batch["completion_mask"]
-                )
-            if self.beta != 0.0:
-                if self.ref_model is not None:
-                    ref_model, context = self.ref_model, nullcontext()
-                else:  # PEFT: the reference is the initial adapter copy, or the base model
-                    unwrapped = self.accelerator.unwrap_model(self.model)
-                    adapter = "ref" if "ref" in unwrapped.peft_config else None
-                    ref_model, context = self.model, use_adapter(unwrapped, adapter_name=adapter)
-                with context:
-                    out["ref_per_token_logps"], _, _ = self._get_per_token_logps_and_entropies(
-                        ref_model, input_ids, attention_mask, logits_to_keep, batch_size=batch_size
-                    )
-        return out
 
     def _vllm_importance_ratio(self, old: torch.Tensor, sampling: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """pi_train / pi_vLLM of the sampled tokens, per token or per sequence, truncated or masked as TRL does.

@@ -1,23 +1,27 @@
 """Time per GACATrainer iteration, split into generation, env, advantage, train and other.
 
-    python scripts/bench_trainer.py --iterations 5
+    python scripts/bench_trainer.py --iterations 5 --micro-batch-tokens 512 4096
 
-Builds a tiny model locally (no download) and trains it with GACA on GACA-CriticalChain-v0, one
-rollout iteration per optimiser step. Per iteration (the first is a warm-up and not counted):
+Builds a tiny model locally (no download) and trains it with GACA on GACA-CriticalChain-v0, once
+per token budget given (``micro_batch_tokens``, padded tokens per micro-batch). Per iteration (the
+first is a warm-up and not counted):
 
 * generation: ``model.generate`` with log-prob recording, and decoding the responses;
 * env: resets and steps of the vector env;
 * advantage: step rows -> ``compute_advantages``;
-* train: the loss forward/backward passes and the optimiser step;
-* other: prompt rendering and tokenising, building TRL's padded tensors, logging and the rest.
+* train: the update phase: old-policy log-probs when needed, the loss forward/backward passes of
+  every micro-batch and the optimiser steps (``time/update``);
+* other: prompt rendering and tokenising, logging and the rest.
 
-The target of issue 6 is env + advantage + other under 10% of the iteration.
+Also the update phase's rows/s and padded tokens/s, and the process's peak resident memory. The
+target of issue 6 is env + advantage + other under 10% of the iteration.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import tempfile
 import time
@@ -63,13 +67,12 @@ def _corpus(env_kwargs: dict[str, Any]) -> list[str]:
     return texts
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
+def run(args: argparse.Namespace, micro_batch_tokens: int | None) -> dict[str, Any]:
     """Trains for ``args.iterations + 1`` iterations and returns mean seconds per component."""
     torch.set_num_threads(args.threads)
     env_kwargs = {"horizon": args.horizon, "num_branches": 2, "num_tasks": 100}
     tokenizer = build_tokenizer(_corpus(env_kwargs))
     model = build_tiny_model(tokenizer, hidden_size=args.hidden_size, num_layers=args.num_layers)
-    episodes = args.tasks * args.rollouts
     with tempfile.TemporaryDirectory() as out:
         config = GACAConfig(
             output_dir=str(Path(out) / "run"),
@@ -79,8 +82,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             estimator="gaca",
             tasks_per_iteration=args.tasks,
             rollouts_per_task=args.rollouts,
-            per_device_train_batch_size=episodes // args.micro_batches,
-            gradient_accumulation_steps=args.micro_batches,
+            mini_batch_rows=args.mini_batch_rows,
+            micro_batch_tokens=micro_batch_tokens,
             max_env_steps=args.max_env_steps,
             max_completion_length=args.max_completion_length,
             max_steps=args.iterations + 1,
@@ -97,10 +100,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     parts["env"] = statistics.mean(log["time/env"] for log in logs)
     parts["advantage"] = statistics.mean(log["time/advantage"] for log in logs)
     rollout = statistics.mean(log["time/rollout"] for log in logs)
-    batch = statistics.mean(log["time/batch"] for log in logs)
-    parts["train"] = parts["iteration"] - rollout - parts["advantage"] - batch
-    parts["other"] = parts["iteration"] - parts["generation"] - parts["env"] - parts["advantage"] - parts["train"]
+    parts["train"] = statistics.mean(log["time/update"] for log in logs)
+    parts["other"] = parts["iteration"] - rollout - parts["advantage"] - parts["train"]
+    parts["other"] += rollout - parts["generation"] - parts["env"]
     parts["rows_per_iteration"] = statistics.mean(log["rollout/steps"] for log in logs)
+    parts["updates"] = statistics.mean(log["train/updates"] for log in logs)
+    parts["micro_batches"] = statistics.mean(log["train/micro_batches"] for log in logs)
+    parts["update_rows_per_s"] = statistics.mean(log["throughput/update_rows_per_s"] for log in logs)
+    parts["update_tokens_per_s"] = statistics.mean(log["throughput/update_tokens_per_s"] for log in logs)
+    parts["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return parts
 
 
@@ -109,7 +117,10 @@ def main() -> None:
     parser.add_argument("--iterations", type=int, default=5, help="timed iterations (after one warm-up)")
     parser.add_argument("--tasks", type=int, default=4, help="tasks per iteration")
     parser.add_argument("--rollouts", type=int, default=8, help="rollouts per task")
-    parser.add_argument("--micro-batches", type=int, default=4, help="micro-batches per iteration")
+    parser.add_argument("--mini-batch-rows", type=int, default=None, help="rows per update (default: all)")
+    parser.add_argument(
+        "--micro-batch-tokens", type=int, nargs="+", default=[512, 4096], help="token budgets to compare"
+    )
     parser.add_argument("--horizon", type=int, default=10, help="CriticalChain stages")
     parser.add_argument("--max-env-steps", type=int, default=15)
     parser.add_argument("--max-completion-length", type=int, default=24)
@@ -119,18 +130,24 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
     parser.add_argument("--json", help="also write the figures to this JSON file")
     args = parser.parse_args()
-    parts = run(args)
-    total = parts["iteration"]
-    print(f"rows per iteration: {parts['rows_per_iteration']:.0f}")
-    print("| part | seconds / iteration | share |")
-    print("|---|---|---|")
-    for name in ("generation", "env", "advantage", "train", "other"):
-        print(f"| {name} | {parts[name]:.3f} | {parts[name] / total:.1%} |")
-    print(f"| **iteration** | {total:.3f} | 100% |")
-    overhead = (parts["env"] + parts["advantage"] + parts["other"]) / total
-    print(f"\nenv + advantage + other = {overhead:.1%} of the iteration (target < 10%)")
+    results = {}
+    for budget in args.micro_batch_tokens:
+        parts = run(args, budget)
+        results[budget] = parts
+        total = parts["iteration"]
+        print(f"\nmicro_batch_tokens={budget}: rows per iteration {parts['rows_per_iteration']:.0f}, "
+              f"{parts['updates']:.0f} update(s) of {parts['micro_batches']:.1f} micro-batches")  # fmt: skip
+        print("| part | seconds / iteration | share |")
+        print("|---|---|---|")
+        for name in ("generation", "env", "advantage", "train", "other"):
+            print(f"| {name} | {parts[name]:.3f} | {parts[name] / total:.1%} |")
+        print(f"| **iteration** | {total:.3f} | 100% |")
+        overhead = (parts["env"] + parts["advantage"] + parts["other"]) / total
+        print(f"env + advantage + other = {overhead:.1%} of the iteration (target < 10%)")
+        print(f"update phase: {parts['update_rows_per_s']:.0f} rows/s, {parts['update_tokens_per_s']:.0f} padded "
+              f"tokens/s; peak RSS {parts['peak_rss_mb']:.0f} MB")  # fmt: skip
     if args.json:
-        Path(args.json).write_text(json.dumps(parts, indent=2))
+        Path(args.json).write_text(json.dumps(results, indent=2))
 
 
 if __name__ == "__main__":

@@ -347,7 +347,7 @@ def alfworld_study(args: argparse.Namespace) -> None:
     )
     overrides = {"max_steps": args.iterations, "seed": 0}
     if args.smoke:
-        overrides.update(tasks_per_iteration=2, rollouts_per_task=2, per_device_train_batch_size=1)
+        overrides.update(tasks_per_iteration=2, rollouts_per_task=2)
     fields, env_kwargs = quickstart_cpu.load_config(Path(qargs.config), out, overrides)
     quickstart_cpu.alfworld_games(out / "games", env_kwargs, qargs.train_games, qargs.eval_games, 0)
     fields["env_kwargs"] = json.dumps(env_kwargs)

@@ -28,10 +28,31 @@ def test_estimator_kwargs_round_trip_into_estimator_config(tmp_path):
 
 
 def test_groups_map_onto_trl_batch_fields(tmp_path):
-    args = tiny_config(tmp_path, tasks_per_iteration=3, rollouts_per_task=4, per_device_train_batch_size=4)
+    # One TRL step = one iteration: the rank's batch is all its episodes, one generation per step.
+    args = tiny_config(tmp_path, tasks_per_iteration=3, rollouts_per_task=4, mini_batch_rows=16)
     assert args.num_generations == 4
+    assert args.per_device_train_batch_size == 12
     assert args.generation_batch_size == 12
-    assert args.steps_per_generation == 3
+    assert args.steps_per_generation == 1 and args.gradient_accumulation_steps == 1
+
+
+def test_ranks_split_the_groups_and_nothing_else(tmp_path, monkeypatch):
+    # WORLD_SIZE is read before TRL's own set-up; the check runs before any env or model exists.
+    monkeypatch.setenv("WORLD_SIZE", "3")
+    with pytest.raises(
+        ValueError, match=r"tasks_per_iteration \(2\) must be a multiple of the number of processes \(3\)"
+    ):
+        tiny_config(tmp_path)
+
+
+def test_report_to_a_backend_that_is_not_installed_fails_at_once(tmp_path, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "wandb" else real(name, *a))
+    with pytest.raises(ValueError, match="report_to='wandb' but the 'wandb' package is not installed"):
+        tiny_config(tmp_path, report_to="wandb")
+    assert tiny_config(tmp_path, report_to="tensorboard").report_to == ["tensorboard"]  # in the train extra
 
 
 def test_env_kwargs_from_json_string(tmp_path):
@@ -60,9 +81,15 @@ def test_preset_none_string_from_cli(tmp_path):
         ({"modulation": "cubic"}, "modulation must be one of ('linear', 'sigmoid'), got 'cubic'"),
         ({"env_kwargs": "{horizon: 5"}, "env_kwargs must be a JSON object string, got '{horizon: 5'"),
         ({"prompt_template": "Task {task} {nope}"}, "prompt_template must be a str.format template using only"),
+        ({"gradient_accumulation_steps": 4}, "gradient_accumulation_steps must stay 1, got 4"),
+        ({"steps_per_generation": 2}, "steps_per_generation and generation_batch_size are derived by GACAConfig"),
+        ({"num_iterations": 2}, "num_iterations must stay 1, got 2; set ppo_epochs instead"),
+        ({"ppo_epochs": 0}, "ppo_epochs must be >= 1, got 0"),
+        ({"mini_batch_rows": 0}, "mini_batch_rows must be >= 1 or None, got 0"),
         (
-            {"steps_per_generation": 1},
-            "generation_batch_size (2) must equal tasks_per_iteration * rollouts_per_task = 4",
+            {"micro_batch_tokens": 100, "max_prompt_length": 96},
+            "micro_batch_tokens (100) is smaller than one row at full length: max_prompt_length + "
+            "max_completion_length = 104",
         ),
     ],
 )

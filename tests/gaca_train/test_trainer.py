@@ -20,7 +20,7 @@ def test_one_real_iteration_per_estimator_logs_loss_and_moves_parameters(tmp_pat
     model, tokenizer = warm_started_model_and_tokenizer()
     trainer = GACATrainer(
         model=model,
-        args=tiny_config(tmp_path, estimator=estimator, rollouts_per_task=4, per_device_train_batch_size=8),
+        args=tiny_config(tmp_path, estimator=estimator, rollouts_per_task=4),
         processing_class=tokenizer,
     )
     before = _snapshot(model)
@@ -47,34 +47,35 @@ def test_one_real_iteration_per_estimator_logs_loss_and_moves_parameters(tmp_pat
     assert trainer._pools == {}  # env pools closed after train
 
 
-def test_rows_become_advantages_then_per_token_tensors_with_equal_padding(tmp_path):
+def test_rows_become_advantages_then_per_token_tensors(tmp_path):
     model, tokenizer = tiny_model_and_tokenizer()
-    # 4 episodes of 4 steps = 16 rows, split into 3 micro-batches: padded to 18 rows.
-    args = tiny_config(tmp_path, per_device_train_batch_size=2, steps_per_generation=2, estimator="gaca", eta=1.0)
-    args.steps_per_generation = 3  # as if 6 episodes were split three ways; exercises the padding
+    args = tiny_config(tmp_path, estimator="gaca", eta=1.0)
     trainer = GACATrainer(model=model, args=args, processing_class=tokenizer)
     inputs = [{"task_id": t} for t in ["train-0", "train-0", "train-1", "train-1"]]
-    out = trainer._generate_and_score_completions(inputs)
+    iteration = trainer._generate_and_score_completions(inputs)
     result = trainer.last_rollout
-    rows = result.to_step_rows()
-    expected = compute_advantages(rows, **args.estimator_kwargs()).advantage
-    n = len(result.steps)
-    assert n == 16 and out["advantages"].shape[0] == 18 and out["completion_ids"].shape[0] == 18
-    mask = out["completion_mask"]
-    assert mask[n:].sum() == 0  # padding rows carry no loss
-    assert out["num_items_in_batch"].item() == sum(len(s.completion_ids) for s in result.steps)
-    for i, step in enumerate(result.steps):
-        length = len(step.completion_ids)
-        assert out["completion_ids"][i, :length].tolist() == step.completion_ids
-        assert torch.allclose(out["advantages"][i, :length], expected[i].expand(length))
-        assert (out["advantages"][i, length:] == 0).all()
-        assert out["prompt_ids"][i, -len(step.prompt_ids) :].tolist() == step.prompt_ids
-    # Three micro-batches per optimiser step: TRL's rule asks for old-policy log-probs, recomputed by a
-    # forward pass; they match the log-probs the rollout recorded while sampling.
-    assert "ref_per_token_logps" not in out
-    for i, step in enumerate(result.steps):
-        recomputed = out["old_per_token_logps"][i, : len(step.logps)]
-        torch.testing.assert_close(recomputed, torch.tensor(step.logps), atol=1e-4, rtol=1e-4)
+    expected = compute_advantages(result.to_step_rows(), **args.estimator_kwargs()).advantage
+    by_key = {(s.env_index, s.step): float(a) for s, a in zip(result.steps, expected, strict=True)}
+    # Rows in global order (episode, then step), each with its own advantage.
+    keys = [(s.env_index, s.step) for s in iteration.steps]
+    assert keys == sorted(by_key) and len(keys) == 16
+    assert iteration.advantage == pytest.approx([by_key[k] for k in keys])
+    assert (iteration.offset, iteration.total) == (0, 16)
+    rows = [3, 0, 9]
+    batch = trainer._batch(iteration, rows)
+    for j, i in enumerate(rows):
+        step, length = iteration.steps[i], len(iteration.steps[i].completion_ids)
+        assert batch["completion_ids"][j, :length].tolist() == step.completion_ids
+        assert batch["prompt_ids"][j, -len(step.prompt_ids) :].tolist() == step.prompt_ids
+        assert torch.allclose(batch["advantages"][j, :length], torch.tensor(iteration.advantage[i]).expand(length))
+        assert (batch["advantages"][j, length:] == 0).all() and batch["completion_mask"][j].sum() == length
+    empty = trainer._batch(iteration, rows, real=False)
+    assert empty["completion_mask"].sum() == 0 and empty["advantages"].abs().sum() == 0
+    # Old-policy log-probs, recomputed by token-budgeted forward passes, match those recorded while sampling.
+    trainer._add_policy_logps(iteration, need_old=True)
+    assert iteration.ref_logps is None
+    for step, old in zip(iteration.steps, iteration.old_logps, strict=True):
+        torch.testing.assert_close(old, torch.tensor(step.logps), atol=1e-4, rtol=1e-4)
     trainer.close_envs()
 
 
@@ -108,7 +109,7 @@ def test_kl_to_a_reference_model_loaded_from_a_path(tmp_path):
     path = tmp_path / "tiny"
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
-    args = tiny_config(tmp_path, beta=0.01, gradient_accumulation_steps=2)
+    args = tiny_config(tmp_path, beta=0.01, mini_batch_rows=5)
     trainer = GACATrainer(model=str(path), args=args, processing_class=tokenizer)
     trainer.train()
     logs = trainer.state.log_history[0]
@@ -205,6 +206,8 @@ class _HFInPlaceOfVLLM:
     """Stands in for TRL's ``VLLMGeneration`` (vLLM needs a GPU): its ``generate``/``sync_weights``
     contract, sampling with the trainer's own model through the HF path."""
 
+    mode, enable_sleep_mode = "server", False
+
     def __init__(self, trainer: GACATrainer, logprob_shift: float = 0.0) -> None:
         self.trainer, self.shift, self.synced = trainer, logprob_shift, []
 
@@ -240,9 +243,11 @@ def _vllm_trainer(tmp_path, shift: float = 0.0, **overrides):
 def test_vllm_path_records_sampling_logps_and_the_importance_ratio(tmp_path, mode):
     trainer, stand_in = _vllm_trainer(tmp_path, vllm_importance_sampling_mode=mode)
     inputs = [{"task_id": t} for t in ["train-0", "train-0", "train-1", "train-1"]]
-    out = trainer._generate_and_score_completions(inputs)
+    iteration = trainer._generate_and_score_completions(inputs)
     assert stand_in.synced == [0]  # weights pushed once for the step
-    steps = trainer.last_rollout.steps
+    trainer._add_policy_logps(iteration, need_old=True)
+    steps = iteration.steps
+    out = trainer._batch(iteration, list(range(len(steps))))
     mask = out["completion_mask"]
     for i, step in enumerate(steps):
         n = len(step.logps)
@@ -273,7 +278,7 @@ def test_vllm_importance_ratio_truncates_or_masks_a_sampling_mismatch(tmp_path):
 
 
 def test_vllm_path_trains_with_trl_loss_and_syncs_weights_each_step(tmp_path):
-    trainer, stand_in = _vllm_trainer(tmp_path, max_steps=2, per_device_train_batch_size=4)  # a rollout per step
+    trainer, stand_in = _vllm_trainer(tmp_path, max_steps=2)  # a rollout per step
     before = _snapshot(trainer.model)
     trainer.train()
     assert stand_in.synced == [0, 1]

@@ -43,7 +43,6 @@ def tiny_config(tmp_path, **overrides: Any) -> GACAConfig:
         vector_env="sync",
         tasks_per_iteration=2,
         rollouts_per_task=2,
-        per_device_train_batch_size=2,
         max_env_steps=4,
         max_completion_length=8,
         learning_rate=1e-2,

@@ -37,11 +37,13 @@ def test_bench_trainer_parts_add_up_to_the_iteration():
     finally:
         sys.path.remove(str(ROOT / "scripts"))
     args = argparse.Namespace(
-        iterations=1, tasks=2, rollouts=2, micro_batches=2, horizon=3, max_env_steps=3,
+        iterations=1, tasks=2, rollouts=2, mini_batch_rows=5, horizon=3, max_env_steps=3,
         max_completion_length=4, hidden_size=16, num_layers=1, vector_env="sync", threads=1,
     )  # fmt: skip
-    parts = bench_trainer.run(args)
+    parts = bench_trainer.run(args, micro_batch_tokens=64)
     names = ("generation", "env", "advantage", "train", "other")
     assert all(parts[n] >= 0 for n in names)
     assert abs(sum(parts[n] for n in names) - parts["iteration"]) < 1e-9
     assert parts["rows_per_iteration"] == 12  # 4 episodes x 3 steps: the untrained model never finishes
+    assert parts["updates"] == 3  # ceil(12 / 5)
+    assert parts["micro_batches"] >= 1 and parts["update_tokens_per_s"] > 0 and parts["peak_rss_mb"] > 0

@@ -31,7 +31,6 @@ def _write_config(tmp_path, model_dir, **overrides):
         "estimator": "gaca",
         "tasks_per_iteration": 2,
         "rollouts_per_task": 2,
-        "per_device_train_batch_size": 4,
         "max_env_steps": 4,
         "max_completion_length": 6,
         "max_steps": 1,
@@ -71,7 +70,7 @@ def test_yaml_config_with_cli_override_trains_and_saves(tmp_path, tiny_model_dir
 @pytest.mark.slow
 def test_two_cpu_processes_split_the_groups(tmp_path, tiny_model_dir):
     # 2 tasks x 2 rollouts over 2 ranks: each rank plays one group (2 episodes of 4 steps, 8 rows).
-    config = _write_config(tmp_path, tiny_model_dir, per_device_train_batch_size=2)
+    config = _write_config(tmp_path, tiny_model_dir)
     with socket.socket() as probe:  # a free loopback port for the rendezvous
         probe.bind(("127.0.0.1", 0))
         port = str(probe.getsockname()[1])
@@ -83,5 +82,6 @@ def test_two_cpu_processes_split_the_groups(tmp_path, tiny_model_dir):
     state = json.loads((tmp_path / "run" / "checkpoint-1" / "trainer_state.json").read_text())
     logs = state["log_history"][0]
     assert logs["rollout/steps"] == 8.0  # per rank: one group, not both
-    assert logs["rollout/rows_padded"] == 8.0
+    assert logs["train/rows"] == 16.0  # rows of the iteration over both ranks
+    assert logs["train/updates"] == 1.0
     assert (tmp_path / "run" / "model.safetensors").exists()
