@@ -4,8 +4,10 @@ The env reads the same HTML whether it came from the in-process app or over HTTP
 backends give the same observations. The text modes follow the original text env:
 
 - ``text``: the visible text pieces joined by ``" [SEP] "`` (empty pieces dropped);
-- ``text_rich``: one piece per line, buttons as ``[button] x [button_]``, the chosen options and
+- ``text_rich``: one piece per line, as the page has it (not stripped: ``"Instruction: "``, a
+  bullet point's leading space), buttons as ``[button] x [button_]``, the chosen options and
   visited products as ``[clicked button] x [clicked button_]``, led by ``You have clicked x.``.
+  Whitespace-only pieces are dropped in both modes.
 
 Clickables are keyed as in the original: the lowercased text of ``btn`` buttons and
 ``product-link`` links, and the ``value`` of option radio buttons.
@@ -38,7 +40,8 @@ class Page:
 
     html: str
     url: str
-    pieces: list[tuple[str, str]] = field(default_factory=list)  # (text, role); role: text/button/label/link
+    # (stripped text, role, text as on the page); role: text/button/label/link
+    pieces: list[tuple[str, str, str]] = field(default_factory=list)
     checked_labels: set[str] = field(default_factory=set)
     clickables: dict[str, Clickable] = field(default_factory=dict)
     search_url: str | None = None
@@ -54,21 +57,21 @@ class Page:
 
     def text(self) -> str:
         """The ``text`` observation."""
-        return " [SEP] ".join(t for t, _ in self.pieces)
+        return " [SEP] ".join(t for t, _, _ in self.pieces)
 
     def text_rich(self, visited_asins: set[str]) -> str:
         """The ``text_rich`` observation; ``visited_asins`` are the products clicked this episode."""
         lines, clicked = [], []
-        for t, role in self.pieces:
+        for stripped, role, t in self.pieces:
             if role == "button":
                 lines.append(f"[button] {t} [button_]")
-            elif role == "label" and t in self.checked_labels:
+            elif role == "label" and stripped in self.checked_labels:
                 lines.append(f"  [clicked button] {t} [clicked button_]")
                 clicked.append(t)
             elif role == "label":
                 lines.append(f"  [button] {t} [button_]")
             elif role == "link":
-                mark = "clicked button" if t.upper() in visited_asins else "button"
+                mark = "clicked button" if stripped.upper() in visited_asins else "button"
                 lines.append(f"\n[{mark}] {t} [{mark}_]")
             else:
                 lines.append(t)
@@ -162,7 +165,7 @@ class _PageParser(HTMLParser):
         elif tag == "a" and "product-link" in attrs.get("class", "").split():
             role = "link"
             self.page.clickables[text.lower()] = Clickable("link", "GET", attrs.get("href", ""))
-        self.page.pieces.append((text, role))
+        self.page.pieces.append((text, role, data))
 
 
 def parse_page(html: str, url: str) -> Page:

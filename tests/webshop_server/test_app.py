@@ -65,6 +65,19 @@ def test_item_page_options_sub_pages_and_buy(client, shop):
     assert 'id="reward_info"' in done and '"r_type": 1.0' in done
 
 
+def test_item_page_uses_the_original_ids(client, shop):
+    goal = shop.goals[0]
+    product = shop.catalog.by_asin[goal["asin"]]
+    html = client.get(f"/item_page/fixed_0/{goal['asin']}/{quote(str(['x']))}/1/{{}}").get_data(as_text=True)
+    for name, values in product["options"].items():
+        for i, value in enumerate(values):  # radio_<option name><index>, as the original
+            assert re.search(rf'<input type="radio" id="radio_{re.escape(name)}{i}" name="{re.escape(name)}" '
+                             rf'value="{re.escape(value)}"', html)  # fmt: skip
+            assert f'<label for="radio_{name}{i}">{value}</label>' in html
+    names = re.findall(r'<div class="[^"]*" name="(\w+)">\s*<form[^>]*>\s*<button class="btn btn-primary"', html)
+    assert names == ["description", "bulletpoints", "reviews"]  # the Features container is "bulletpoints"
+
+
 @pytest.mark.parametrize(
     ("url", "status"),
     [

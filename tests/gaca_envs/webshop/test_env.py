@@ -65,6 +65,23 @@ def test_text_observation_matches_the_original_layout(env):
     assert len([a for a in info["admissible_actions"] if ASIN_CLICK.fullmatch(a)]) == 10
 
 
+def test_text_rich_keeps_the_original_spacing(app, shop):
+    env = WebShopEnv(app=app, observation_mode="text_rich")
+    obs, info = env.reset(options={"task_id": 0})
+    # The original's start page says "Instruction: " (a space before <br>), the other pages "Instruction:".
+    assert obs == f"WebShop\nInstruction: \n{info['task']}\n[button] Search [button_]\n"
+    obs, *_ = env.step("search[black shirt]")
+    assert obs.startswith(f"Instruction:\n{info['task']}\n[button] Back to Search [button_]\n")
+    env.step("click[back to search]")
+    actions = oracle_actions(shop, 0)
+    for action in actions[: actions.index(f"click[{shop.goals[0]['asin'].lower()}]") + 1]:  # to the product
+        env.step(action)
+    obs, *_ = env.step("click[features]")
+    product = shop.catalog.by_asin[shop.goals[0]["asin"]]
+    for bullet in product["BulletPoints"]:  # the original writes a space before each bullet point
+        assert f"\n {bullet}\n" in obs
+
+
 def test_observation_modes(app, shop):
     rich = WebShopEnv(app=app, observation_mode="text_rich")
     html = WebShopEnv(app=app, observation_mode="html")
