@@ -340,7 +340,7 @@ class GACATrainer(GRPOTrainer):
                 batch["num_items_in_batch"] = torch.tensor(tokens_mb * world, device=device)
             self.current_gradient_accumulation_steps = scale
             self.accelerator.gradient_state._set_sync_gradients(last)
-            with self._sync_context(model, last):
+            with self._sync_context(model, last), self._ragged_gather():
                 with self.compute_loss_context_manager():
                     loss = self.compute_loss(model, batch)
                 if empty:  # keeps the collective backward of an empty micro-batch, with no gradient
@@ -358,6 +358,32 @@ class GACATrainer(GRPOTrainer):
         if self.accelerator.num_processes > 1:
             count = int(self.accelerator.reduce(torch.tensor(count, device=self.accelerator.device), "max").item())
         return pack_micro_batches(iteration.lengths, local, budget, min_count=max(count, 1))
+
+    @contextmanager
+    def _ragged_gather(self):
+        """Lets TRL's loss gather per-row metrics of micro-batches whose row counts differ between ranks.
+
+        TRL gathers per-sequence clip ratios assuming equal batches on every rank; token-budgeted
+        micro-batches are not. Within this context, ``accelerator.gather`` pads each tensor to the
+        longest rank's rows first (NaN rows, which TRL's ``nanmin``/``nanmax`` skip).
+        """
+        accelerator = self.accelerator
+        if accelerator.num_processes < 2:
+            yield
+            return
+        gather = accelerator.gather
+
+        def ragged(tensor: Any) -> Any:
+            if isinstance(tensor, torch.Tensor) and tensor.ndim > 0:
+                fill = float("nan") if tensor.is_floating_point() else 0
+                tensor = accelerator.pad_across_processes(tensor, dim=0, pad_index=fill)
+            return gather(tensor)
+
+        accelerator.gather = ragged
+        try:
+            yield
+        finally:
+            del accelerator.gather  # the instance attribute; the class method shows again
 
     @contextmanager
     def _sync_context(self, model: Any, last: bool):

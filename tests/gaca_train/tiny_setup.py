@@ -111,3 +111,37 @@ def _warm_start(steps: int, seed: int):
         (loss / len(examples)).backward()
         optimizer.step()
     return {k: v.detach().clone() for k, v in model.state_dict().items()}, tokenizer
+
+
+# A scripted policy: its response is a function of the prompt alone, so a run plays the same episodes
+# whatever the batch composition or the number of ranks (sampling would not). One response is malformed,
+# so validity, and with it the advantages, differ within a group.
+SCRIPTED_RESPONSES = (
+    "<think> </think> <action> walk to the archway </action>",
+    "<think> </think> <action> take the indigo road </action>",
+    "<think> </think> <action> take the olive road </action>",
+    "<think> </think> <action> check the map </action>",
+    "<action> walk",
+)
+
+
+def scripted_generate(tokenizer):
+    """A :data:`gaca_train.rollout.GenerateFn` answering each prompt with one of ``SCRIPTED_RESPONSES``."""
+    answers = [tokenizer(r)["input_ids"] + [tokenizer.eos_token_id] for r in SCRIPTED_RESPONSES]
+
+    def generate(prompt_ids):
+        ids = [answers[(sum(p) * 31 + len(p)) % len(answers)] for p in prompt_ids]
+        return ids, [[-0.5] * len(a) for a in ids]
+
+    return generate
+
+
+def scripted_trainer_class():
+    """``GACATrainer`` whose rollouts use :func:`scripted_generate` (the loss still runs the real model)."""
+    from gaca_train.trainer import GACATrainer
+
+    class ScriptedTrainer(GACATrainer):
+        def _generate_fn(self, model):
+            return scripted_generate(self.processing_class)
+
+    return ScriptedTrainer

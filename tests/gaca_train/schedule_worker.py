@@ -1,0 +1,39 @@
+"""One process of the world-size test (``test_updates.py``): a scripted run, 1 or 2 ranks (torchrun).
+
+Trains the tiny model for 2 iterations of 2 tasks x 2 rollouts with 5-row mini-batches and a small
+token budget, with SGD (a plain sum of gradients: no Adam normalisation to amplify float noise), and
+writes ``{out}/result.json`` from rank 0: the logged losses and updates, and the final parameters.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+from tests.gaca_train.tiny_setup import scripted_trainer_class, tiny_config, tiny_model_and_tokenizer
+
+
+def main(out: Path) -> None:
+    model, tokenizer = tiny_model_and_tokenizer(seed=0)
+    args = tiny_config(
+        out, max_steps=2, mini_batch_rows=5, micro_batch_tokens=400, optim="sgd", learning_rate=0.5, max_grad_norm=0.0
+    )
+    trainer = scripted_trainer_class()(model=model, args=args, processing_class=tokenizer)
+    trainer.train()
+    if trainer.accelerator.is_main_process:
+        logs = [log for log in trainer.state.log_history if "loss" in log]
+        result = {
+            "world_size": trainer.accelerator.num_processes,
+            "losses": [log["loss"] for log in logs],
+            "updates": [log["train/updates"] for log in logs],
+            "rows": [log["train/rows"] for log in logs],
+            "params": torch.cat([p.detach().flatten() for p in model.parameters()]).tolist(),
+        }
+        (out / "result.json").write_text(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))
