@@ -1,0 +1,82 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gaca_train.memory import ARCHITECTURES, plan_memory
+from gaca_train.startup import check_model_source
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _plan_memory(*argv: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, str(ROOT / "scripts" / "plan_memory.py"), *argv]
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+
+def test_parameter_counts_match_the_published_sizes():
+    sizes = {name: arch.num_parameters / 1e9 for name, arch in ARCHITECTURES.items()}
+    assert sizes["Qwen/Qwen2.5-1.5B-Instruct"] == pytest.approx(1.54, abs=0.01)
+    assert sizes["Qwen/Qwen2.5-7B-Instruct"] == pytest.approx(7.62, abs=0.01)
+
+
+def test_episode_sized_micro_batches_would_not_fit_and_token_budgets_do():
+    arch = ARCHITECTURES["Qwen/Qwen2.5-1.5B-Instruct"]
+    # The old schedule: every step of 8 episodes in one forward, 400 rows of 2k tokens, 513 completion tokens.
+    old = plan_memory(arch, micro_batch_tokens=400 * 2048, completion_tokens=400 * 513, gradient_checkpointing=True)
+    assert old["logits"] > 80 and old["total"] > 80
+    new = plan_memory(arch, micro_batch_tokens=16384, completion_tokens=8192, gradient_checkpointing=True)
+    assert new["total"] < 40
+    no_ckpt = plan_memory(arch, micro_batch_tokens=16384, completion_tokens=8192, gradient_checkpointing=False)
+    assert no_ckpt["activations"] > 10 * new["activations"]
+
+
+@pytest.mark.parametrize("env", ["alfworld", "webshop"])
+@pytest.mark.parametrize(
+    "extra", [[], ["--model", "Qwen/Qwen2.5-7B-Instruct", "--lora-rank", "64"],
+              ["--model", "Qwen/Qwen2.5-7B-Instruct", "--zero3-gpus", "8"]],
+)  # fmt: skip
+def test_paper_configs_fit_an_80_gb_gpu(env, extra):
+    result = _plan_memory("--config", str(ROOT / "configs" / f"{env}_gaca.yaml"), "--gpu-mem-gb", "80", *extra)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "fits a 80 GiB GPU" in result.stdout
+
+
+def test_full_fine_tune_of_7b_on_one_gpu_does_not_fit():
+    result = _plan_memory(
+        "--config", str(ROOT / "configs" / "alfworld_gaca.yaml"), "--model", "Qwen/Qwen2.5-7B-Instruct"
+    )
+    assert result.returncode == 1 and "does NOT fit" in result.stdout
+
+
+def test_model_source_errors_name_the_path(tmp_path, monkeypatch):
+    with pytest.raises(ValueError, match=r"model_name_or_path='\./missing-model': no such local folder"):
+        check_model_source("./missing-model")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="is a folder without config.json"):
+        check_model_source(str(tmp_path / "empty"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(ValueError, match="not in the Hugging Face cache and HF_HUB_OFFLINE is set"):
+        check_model_source("some-org/some-model-never-cached")
+
+
+@pytest.mark.parametrize("config", ["alfworld_gaca", "webshop_gaca", "alfworld_grpo", "webshop_gigpo"])
+def test_paper_configs_pass_every_start_up_check_in_a_dry_run(config):
+    train = str(ROOT / "scripts" / "train.py")
+    command = [sys.executable, train, "--config", str(ROOT / "configs" / f"{config}.yaml"), "--dry_run", "true"]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "start-up checks passed; 128 episodes per iteration (16 tasks x 8 rollouts)" in result.stdout
+    rows = 512 if "webshop" in config else 2048
+    assert f"mini-batches of {rows} rows" in result.stdout and "at most 16384 padded tokens" in result.stdout
+
+
+def test_dry_run_stops_on_a_missing_local_model():
+    config = str(ROOT / "configs" / "alfworld_gaca.yaml")
+    command = [sys.executable, str(ROOT / "scripts" / "train.py"), "--config", config,
+               "--dry_run", "true", "--model_name_or_path", "./no-such-model"]  # fmt: skip
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0 and "'./no-such-model': no such local folder" in result.stderr
