@@ -1,13 +1,20 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
+import torch
+import yaml
 
+from gaca_train.endpoint import ChatEndpoint, EndpointError, RetryPolicy
 from gaca_train.tiny import save_tiny_model
 from tests.gaca_train.tiny_setup import ENV_KWARGS, tiny_model_and_tokenizer
+from tests.scripts.chat_server import MALFORMED, ChatServer, scripted_response
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,7 +45,7 @@ def test_expert_baseline_solves_everything_and_random_rarely(tmp_path, evaluate)
     saved = json.loads((tmp_path / "expert.json").read_text())
     assert saved["summary"]["episodes"] == 30 and len(saved["episodes"]) == 30
     table = (tmp_path / "random.md").read_text()
-    assert table.startswith("| policy | episodes | success |") and "| random | 30 |" in table
+    assert table.startswith("| policy | episodes | success |") and "| random | 30 | " in table
 
 
 def test_model_policy_plays_in_batches(tmp_path, evaluate):
@@ -53,18 +60,6 @@ def test_model_policy_plays_in_batches(tmp_path, evaluate):
     assert report["summary"]["success_rate"] == 0.0
 
 
-def test_summary_reports_success_per_task_type(evaluate):
-    records = [
-        {"won": True, "score": 1.0, "length": 3, "invalid": 0, "task_type": "heat"},
-        {"won": False, "score": 0.0, "length": 5, "invalid": 1, "task_type": "heat"},
-        {"won": True, "score": 1.0, "length": 2, "invalid": 0, "task_type": "cool"},
-    ]
-    summary = evaluate.summarise(records)
-    assert summary["success_by_task_type"] == {"cool": 1.0, "heat": 0.5}
-    assert summary["invalid_rate"] == 0.1 and summary["episode_length"] == 10 / 3
-    assert "| heat | 0.500 |" in evaluate.markdown("x", summary)
-
-
 @pytest.mark.slow
 def test_expert_and_random_on_generated_alfworld_games_report_task_types(tmp_path, evaluate):
     pytest.importorskip("textworld", reason="needs the alfworld extra (make test installs it)")
@@ -77,4 +72,271 @@ def test_expert_and_random_on_generated_alfworld_games_report_task_types(tmp_pat
     expert = evaluate.main([*common, "--policy", "expert", "--out", str(tmp_path / "expert")])
     assert expert["summary"]["success_rate"] == 1.0
     assert sum(expert["summary"]["success_by_task_type"].values()) == 2.0  # two games of two task types
-    assert "| task type | success |" in (tmp_path / "expert.md").read_text()
+    assert "| task type | episodes | success |" in (tmp_path / "expert.md").read_text()
+
+
+# --- Chat-level policies: in-process and an OpenAI-compatible endpoint --------------------------
+
+CHAIN = ["--env-kwargs", json.dumps({"horizon": 4, "num_branches": 1, "num_tasks": 6}), "--split", "train",
+         "--max-steps", "8", "--temperature", "0.5", "--max-new-tokens", "64"]  # fmt: skip
+
+
+@pytest.fixture
+def server():
+    with ChatServer() as running:
+        yield running
+
+
+def trajectories(report):
+    keys = ("task_id", "repeat", "actions", "rewards", "length", "won", "score", "invalid", "malformed", "error")
+    return [{k: e[k] for k in keys} for e in report["episodes"]]
+
+
+def in_process(evaluate, out, argv=(), seen=None):
+    def chat(messages):
+        if seen is not None:
+            seen.append(messages)
+        return scripted_response(messages)
+
+    return evaluate.main([*CHAIN, "--num-episodes", "6", *argv, "--out", str(out)], chat=chat)
+
+
+def test_endpoint_plays_the_same_trajectories_as_the_in_process_policy(tmp_path, evaluate, server):
+    seen = []
+    local = in_process(evaluate, tmp_path / "local", seen=seen)
+    remote = evaluate.main([*CHAIN, "--num-episodes", "6", "--base-url", server.base_url, "--model", "m",
+                            "--concurrency", "3", "--out", str(tmp_path / "remote")])  # fmt: skip
+    assert remote["backend"] == "endpoint" and local["backend"] == "chat"
+    assert trajectories(remote) == trajectories(local)
+    assert [e["task_id"] for e in remote["episodes"]] == [f"train-{k}" for k in range(6)]
+    # The endpoint saw exactly the conversations the in-process policy saw (in another order: 3 in flight).
+    sent = Counter(json.dumps(r["messages"]) for r in server.requests)
+    assert sent == Counter(json.dumps(m) for m in seen)
+    assert len(server.requests) == sum(e["length"] for e in remote["episodes"])
+    assert {(r["model"], r["temperature"], r["top_p"], r["max_tokens"], "top_k" in r) for r in server.requests} == {
+        ("m", 0.5, 1.0, 64, False)
+    }
+    assert not any("repetition_penalty" in r for r in server.requests)
+    # The scripted policy exercised every kind of step: admissible, inadmissible, malformed.
+    summary = remote["summary"]
+    assert summary["malformed_rate"] > 0 and summary["invalid_rate"] > summary["malformed_rate"] / 2
+    assert summary["errors"] == 0 and summary["episodes"] == 6
+
+
+def test_endpoint_retries_server_errors_with_backoff(tmp_path, evaluate, server):
+    local = in_process(evaluate, tmp_path / "local")
+    server.behave(fail_next=2)
+    remote = evaluate.main([*CHAIN, "--num-episodes", "6", "--base-url", server.base_url, "--model", "m",
+                            "--concurrency", "1", "--max-retries", "2", "--retry-backoff", "0.01",
+                            "--out", str(tmp_path / "remote")])  # fmt: skip
+    assert trajectories(remote) == trajectories(local) and remote["summary"]["errors"] == 0
+    assert len(server.requests) == sum(e["length"] for e in remote["episodes"]) + 2  # two 500s, retried
+
+
+def test_chat_endpoint_backoff_doubles_and_gives_up(server):
+    waits = []
+    retry = RetryPolicy(max_retries=3, backoff=0.5, backoff_max=1.5, timeout=5)
+    endpoint = ChatEndpoint(server.base_url, "m", {"max_tokens": 8}, api_key="k", retry=retry, sleep=waits.append)
+    server.behave(fail_next=2)
+    messages = [{"role": "user", "content": "Actions: 'a'"}]
+    assert endpoint(messages) == scripted_response(messages) and waits == [0.5, 1.0]
+    assert server.requests[-1]["auth"] == "Bearer k"
+    server.behave(always_fail=True)
+    with pytest.raises(EndpointError, match=r"HTTP 500 .* \(gave up after 4 tries\)"):
+        endpoint(messages)
+    assert waits == [0.5, 1.0, 0.5, 1.0, 1.5]  # capped at backoff_max
+    bad = ChatEndpoint(server.base_url + "/nowhere", "m", retry=retry, sleep=waits.append)
+    with pytest.raises(EndpointError, match="HTTP 404"):  # not worth retrying
+        bad(messages)
+    assert len(waits) == 5
+
+
+def test_failing_endpoint_reports_errors_keeps_finished_episodes_and_a_rerun_completes(tmp_path, evaluate, server):
+    local = in_process(evaluate, tmp_path / "local")
+    common = [*CHAIN, "--base-url", server.base_url, "--model", "m", "--concurrency", "2", "--max-retries", "1",
+              "--retry-backoff", "0", "--out", str(tmp_path / "remote")]  # fmt: skip
+    first = evaluate.main([*common, "--num-episodes", "3"])
+    assert first["summary"]["episodes"] == 3 and first["summary"]["errors"] == 0
+    server.behave(always_fail=True)
+    broken = evaluate.main([*common, "--num-episodes", "6"])  # returns normally
+    assert broken["summary"]["episodes"] == 3 and broken["summary"]["errors"] == 3
+    assert trajectories(broken)[:3] == trajectories(local)[:3]
+    assert all("HTTP 500" in e["error"] and e["length"] == 0 for e in broken["episodes"][3:])
+    assert "| 3 |" in (tmp_path / "remote.md").read_text()  # errors column
+    server.behave()
+    n_before = len(server.requests)
+    healed = evaluate.main([*common, "--num-episodes", "6"])  # plays only the three errored episodes
+    assert trajectories(healed) == trajectories(local)
+    assert len(server.requests) - n_before == sum(e["length"] for e in local["episodes"][3:])
+
+
+def test_endpoint_timeout_is_reported_per_episode(tmp_path, evaluate, server):
+    server.behave(sleep_s=0.6)
+    report = evaluate.main([*CHAIN, "--num-episodes", "2", "--base-url", server.base_url, "--model", "m",
+                            "--concurrency", "2", "--max-retries", "1", "--retry-backoff", "0",
+                            "--request-timeout", "0.2", "--out", str(tmp_path / "slow")])  # fmt: skip
+    assert report["summary"]["errors"] == 2 and report["summary"]["episodes"] == 0
+    assert all("TimeoutError" in e["error"] or "timed out" in e["error"] for e in report["episodes"])
+    lines = (tmp_path / "slow.jsonl").read_text().splitlines()
+    assert len(lines) == 3 and all(json.loads(line)["error"] for line in lines[1:])  # header + 2 episodes
+
+
+def test_a_killed_run_resumes_where_it_stopped(tmp_path, evaluate):
+    full = in_process(evaluate, tmp_path / "full", ["--repeats", "2", "--seed", "3"])
+    log = tmp_path / "cut.jsonl"
+    lines = (tmp_path / "full.jsonl").read_text().splitlines(keepends=True)
+    log.write_text("".join(lines[:5]) + lines[5][:40])  # header, 4 episodes and a line cut by the kill
+    seen = []
+    resumed = in_process(evaluate, tmp_path / "cut", ["--repeats", "2", "--seed", "3"], seen=seen)
+    assert trajectories(resumed) == trajectories(full)
+    first_steps = [m for m in seen if "Step 1 of" in m[-1]["content"]]
+    assert len(first_steps) == 12 - 4  # only the missing episodes were played
+    assert len(log.read_text().splitlines()) == 1 + 12
+    # Other settings (here the seed) are another run: the old log is set aside and all episodes played.
+    seen.clear()
+    in_process(evaluate, tmp_path / "cut", ["--repeats", "2", "--seed", "4"], seen=seen)
+    assert len([m for m in seen if "Step 1 of" in m[-1]["content"]]) == 12
+    assert (tmp_path / "cut.jsonl.prev").exists()
+
+
+def test_config_supplies_prompt_env_and_generation_settings(tmp_path, evaluate, server):
+    config = tmp_path / "train.yaml"
+    fields = {
+        "model_name_or_path": "some/model",
+        "env_id": "GACA-CriticalChain-v0",
+        "env_kwargs": json.dumps({"horizon": 3, "num_branches": 1, "num_tasks": 2}),  # a JSON string, as on the CLI
+        "task_split": "train",
+        "system_prompt": "You are a test courier.",
+        "prompt_template": "T: {task} | {history}step {step}/{max_steps} | {observation} | "
+        "Actions: {admissible_actions}",
+        "history_length": 1,
+        "max_admissible_actions": 2,
+        "temperature": 0.7,
+        "top_p": 0.9,
+        "top_k": 5,
+        "max_completion_length": 33,
+        "max_env_steps": 3,
+        "use_vllm": True,  # training-only settings are ignored
+        "learning_rate": 1.0e-6,
+        "rollouts_per_task": 8,
+    }
+    config.write_text(yaml.safe_dump(fields))
+    report = evaluate.main(["--config", str(config), "--split", "train", "--base-url", server.base_url,
+                            "--model", "m", "--out", str(tmp_path / "cfg")])  # fmt: skip
+    assert [e["task_id"] for e in report["episodes"]] == ["train-0", "train-1"]
+    assert all(e["length"] <= 3 for e in report["episodes"]) and report["settings"]["max_steps"] == 3
+    first = server.requests[0]
+    assert (first["temperature"], first["top_p"], first["top_k"], first["max_tokens"]) == (0.7, 0.9, 5, 33)
+    assert first["messages"][0] == {"role": "system", "content": "You are a test courier."}
+    user = first["messages"][1]["content"]
+    assert user.startswith("T: Deliver the parcel") and "step 1/3" in user and user.count("'") == 4  # 2 actions
+    later = [r["messages"][1]["content"] for r in server.requests if "step 3/3" in r["messages"][1]["content"]]
+    assert later and all(m.count("[Step ") == 1 for m in later)  # history_length 1
+    # Flags override the config.
+    args = evaluate.parse_args(["--config", str(config), "--temperature", "0.2", "--max-steps", "7", "--top-k", "0"])
+    settings = evaluate.resolve(args)
+    assert settings["sampling"].temperature == 0.2 and settings["sampling"].top_k is None
+    assert settings["sampling"].top_p == 0.9 and settings["prompts"].max_steps == 7
+    assert settings["env_kwargs"] == {"horizon": 3, "num_branches": 1, "num_tasks": 2}
+
+
+def test_per_env_default_step_limits_and_splits(evaluate):
+    def resolved(env):
+        return evaluate.resolve(evaluate.parse_args(["--env", env]))
+
+    assert resolved("GACA-ALFWorld-v0")["prompts"].max_steps == 50
+    assert resolved("GACA-ALFWorld-v0")["split"] == "valid_unseen"
+    assert resolved("GACA-WebShop-v0")["prompts"].max_steps == 15
+    assert resolved("GACA-WebShop-v0")["split"] == "test"
+    assert resolved("GACA-CriticalChain-v0")["prompts"].max_steps == 50
+
+
+def test_report_per_task_type_with_intervals_and_malformed_rate(evaluate):
+    records = [
+        {"won": True, "score": 1.0, "length": 3, "invalid": 0, "malformed": 0, "task_type": "heat"},
+        {"won": False, "score": 0.0, "length": 5, "invalid": 1, "malformed": 2, "task_type": "heat"},
+        {"won": True, "score": 1.0, "length": 2, "invalid": 0, "malformed": 1, "task_type": "cool"},
+        {"won": False, "score": 0.0, "length": 0, "invalid": 0, "malformed": 0, "task_type": "cool", "error": "x"},
+    ]
+    summary = evaluate.summarise(records)
+    assert summary["episodes"] == 3 and summary["errors"] == 1  # the errored episode is left out of the rates
+    assert summary["success_by_task_type"] == {"cool": 1.0, "heat": 0.5}
+    assert summary["invalid_rate"] == 0.1 and summary["malformed_rate"] == 0.3 and summary["episode_length"] == 10 / 3
+    heat = summary["by_task_type"]["heat"]
+    # Wilson, 1 of 2: centre (0.5 + z^2/4) / (1 + z^2/2) = 0.5, half z*sqrt(1/8 + z^2/16) / (1 + z^2/2) = 0.4055
+    assert heat["ci95"]["success_rate"] == pytest.approx((0.0945, 0.9055), abs=1e-4)
+    # t interval of the mean of 3 and 5 steps: 4 +- 12.706 * sqrt(2) / sqrt(2), clipped at 0 steps
+    assert heat["ci95"]["episode_length"] == pytest.approx((0.0, 4 + 12.706))
+    # 1 of 6 scored 1.0: 1/6 +- 2.571 * sqrt(1/6) / sqrt(6) = 1/6 +- 0.4285, clipped at 0
+    six = evaluate.summarise([{"won": s, "score": float(s), "length": 1} for s in (1, 0, 0, 0, 0, 0)])
+    assert six["ci95"]["score"] == pytest.approx((0.0, 1 / 6 + 2.571 / 6))
+    assert summary["by_task_type"]["cool"]["errors"] == 1 and summary["by_task_type"]["cool"]["episodes"] == 1
+    assert summary["by_task_type"]["cool"]["ci95"]["score"] is None  # one episode: no interval
+    # Wilson over 0 of 10 steps (no clustering excess at rate 0): upper z^2 / (10 + z^2) = 0.2775
+    none = evaluate.summarise([{"won": False, "score": 0.0, "length": 5, "invalid": 0, "malformed": 0}] * 2)
+    assert none["ci95"]["malformed_rate"] == pytest.approx((0.0, 0.2775), abs=1e-4)
+    table = evaluate.markdown("x", summary)
+    assert "| task type | episodes | success | score | steps | invalid | malformed | errors |" in table
+    assert "| heat | 2 | 0.500 [0.095, 0.905] | " in table and "| cool | 1 | 1.000 [" in table
+    assert "| x | 3 | 0.667 [" in table and table.splitlines()[2].endswith("| 1 |")
+
+
+def test_clustered_rate_interval_widens_for_episodes_that_are_all_or_nothing():
+    from gaca_train.eval_report import clustered_rate_interval, wilson
+
+    # Ten episodes of 10 steps: five malformed throughout, five never. Pooled rate 0.5 either way,
+    # but the evidence is ten episodes, not a hundred independent steps.
+    clustered = clustered_rate_interval([10] * 5 + [0] * 5, [10] * 10)
+    spread = clustered_rate_interval([5] * 10, [10] * 10)
+    assert spread == pytest.approx(wilson(50, 100))
+    assert clustered[1] - clustered[0] > 2.5 * (spread[1] - spread[0])
+
+
+def test_scripted_policy_covers_every_kind_of_answer():
+    answers = {scripted_response([{"role": "user", "content": f"{k}\nActions: 'a', 'b'"}]) for k in range(40)}
+    assert MALFORMED in answers and "<think>step by step</think><action>dance on the table</action>" in answers
+    assert "<think>step by step</think><action>a</action>" in answers
+
+
+@pytest.mark.slow
+def test_cli_with_a_paper_config_against_an_endpoint(tmp_path, server):
+    pytest.importorskip("textworld", reason="needs the alfworld extra (make test installs it)")
+    from gaca_envs.alfworld.generate import generate
+
+    generate(tmp_path / "alfworld", 4, seed=6, split="valid_unseen", difficulty="easy", engine="native")
+    env = {**os.environ, "ALFWORLD_DATA": str(tmp_path / "alfworld")}
+    command = [sys.executable, str(ROOT / "scripts" / "evaluate.py"), "--config", "configs/alfworld_gaca.yaml",
+               "--base-url", server.base_url, "--model", "x", "--num-episodes", "4", "--max-retries", "1",
+               "--out", str(tmp_path / "cli")]  # fmt: skip
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "generation: temperature=1.0 top_p=1.0 top_k=off max_new_tokens=512" in result.stdout
+    report = json.loads((tmp_path / "cli.json").read_text())
+    assert report["split"] == "valid_unseen" and report["settings"]["max_steps"] == 50
+    assert report["summary"]["episodes"] == 4 and report["summary"]["errors"] == 0
+    assert "by_task_type" in report["summary"] and "| task type | episodes |" in result.stdout
+    assert len(server.requests) == sum(e["length"] for e in report["episodes"])
+
+
+def test_hf_backend_ignores_the_checkpoints_sampling_defaults(tmp_path):
+    from transformers import AutoModelForCausalLM, GenerationConfig
+
+    from gaca_train.eval_backends import Sampling, hf_backend
+
+    model, tokenizer = tiny_model_and_tokenizer()
+    clean = save_tiny_model(model, tokenizer, tmp_path / "clean")
+    model.generation_config.repetition_penalty = 50.0  # a checkpoint that ships sampling defaults, as Qwen does
+    model.generation_config.no_repeat_ngram_size = 1
+    shipped = save_tiny_model(model, tokenizer, tmp_path / "shipped")
+    prompts = [tokenizer("Step 1 Observation go to the harbour")["input_ids"]] * 2
+    sampling = Sampling(greedy=True, max_new_tokens=12)
+    reference, _ = hf_backend(str(clean), sampling, device="cpu")[0](prompts)
+    ids, _ = hf_backend(str(shipped), sampling, device="cpu")[0](prompts)
+    assert ids == reference
+    # The shipped defaults would change the answer had they been inherited (transformers' own behaviour).
+    loaded = AutoModelForCausalLM.from_pretrained(shipped).eval()
+    inherited = loaded.generate(
+        input_ids=torch.tensor(prompts[:1]),
+        generation_config=GenerationConfig(max_new_tokens=12, do_sample=False, pad_token_id=tokenizer.pad_token_id),
+    )[0, len(prompts[0]) :].tolist()
+    assert inherited != reference[0][: len(inherited)] or len(inherited) != len(reference[0])
