@@ -10,6 +10,7 @@ Pages (``<keywords>`` is the keyword list as the original writes it, e.g. ``['re
 | ``/item_page/<session_id>/<asin>/<keywords>/<page>/<options>`` | product with option radios |
 | ``/item_sub_page/<session_id>/<asin>/<keywords>/<page>/<sub_page>/<options>`` | Description, Features, ... |
 | ``/done/<session_id>/<asin>/<options>`` | purchase: the score (``#reward``), breakdown in ``#reward_info`` |
+| ``/product_image/<asin>?color=<value>`` | the product's drawing (SVG) in a colour of its options |
 | ``/api/info`` | JSON: number of goals and products, catalog source, split ranges |
 
 Everything shown is escaped (Jinja autoescaping); bodies, paths and queries are bounded; an
@@ -19,17 +20,21 @@ unknown session, product, page or option gives a 404 page, a malformed request a
 from __future__ import annotations
 
 import ast
+import functools
 import logging
 import math
 from typing import Any
 
-from flask import Flask, abort, redirect, render_template, request, url_for
+from flask import Flask, Response, abort, redirect, render_template, request, url_for
 from werkzeug.exceptions import HTTPException
 
 from webshop_server.goals import SPLITS, split_range
+from webshop_server.images import chosen_color, color_options, default_color, product_svg
 from webshop_server.search import SEARCH_RETURN_N
 from webshop_server.sessions import SessionStore
 from webshop_server.shop import PRODUCTS_PER_PAGE, SUB_PAGES, Shop, ShopConfig
+from webshop_server.templating import CompactHtml
+from webshop_server.urls import PAGE_RULES, PageUrls
 
 logger = logging.getLogger(__name__)
 MAX_KEYWORDS = 64
@@ -44,7 +49,7 @@ def create_app(config: ShopConfig | dict | None = None, shop: Shop | None = None
 
     Returns:
         The Flask app; its shop is ``app.extensions["webshop"]``, its sessions
-        ``app.extensions["webshop_sessions"]``.
+        ``app.extensions["webshop_sessions"]``, its URL builder ``app.extensions["webshop_urls"]``.
     """
     if config is None:
         config = ShopConfig()
@@ -57,7 +62,15 @@ def create_app(config: ShopConfig | dict | None = None, shop: Shop | None = None
     app.extensions["webshop"] = shop
     app.extensions["webshop_config"] = config
     app.extensions["webshop_sessions"] = SessionStore(len(shop.goals), config.session_ttl_s, config.max_sessions)
-    app.jinja_env.globals.update(option_repr=option_repr, with_option=with_option)
+    urls = app.extensions["webshop_urls"] = PageUrls({**PAGE_RULES, "static": f"{app.static_url_path}/<filename>"})
+    app.jinja_env.add_extension(CompactHtml)
+    app.jinja_env.globals.update(
+        option_repr=option_repr,
+        with_option=with_option,
+        chosen_color=chosen_color,
+        default_color=default_color,
+        page_url=urls.attribute,
+    )
     ShopViews(shop, config, app.extensions["webshop_sessions"]).register(app)
     _register_errors(app)
     return app
@@ -111,6 +124,7 @@ class ShopViews:
         self.shop = shop
         self.config = config
         self.sessions = sessions
+        self.drawing = functools.lru_cache(maxsize=4096)(self._drawing)
 
     def register(self, app: Flask) -> None:
         """Adds the original's URL rules (and ``/api/info``) to ``app``."""
@@ -118,14 +132,9 @@ class ShopViews:
         app.before_request(self.bound_path)
         app.add_url_rule("/api/info", "api_info", self.api_info)
         app.add_url_rule("/", "home", self.home)
-        app.add_url_rule("/<session_id>", "index", self.index, methods=both)
-        app.add_url_rule("/search_results/<session_id>/<keywords>/<page>", "search_results", self.search_results,
-                         methods=both)  # fmt: skip
-        app.add_url_rule("/item_page/<session_id>/<asin>/<keywords>/<page>/<options>", "item_page", self.item_page,
-                         methods=both)  # fmt: skip
-        app.add_url_rule("/item_sub_page/<session_id>/<asin>/<keywords>/<page>/<sub_page>/<options>",
-                         "item_sub_page", self.item_sub_page, methods=both)  # fmt: skip
-        app.add_url_rule("/done/<session_id>/<asin>/<options>", "done", self.done, methods=both)
+        for endpoint in ("index", "search_results", "item_page", "item_sub_page", "done"):
+            app.add_url_rule(PAGE_RULES[endpoint], endpoint, getattr(self, endpoint), methods=both)
+        app.add_url_rule(PAGE_RULES["product_image"], "product_image", self.product_image)
 
     # ------------------------------------------------------------------ checks
 
@@ -229,6 +238,18 @@ class ShopViews:
             abort(404, description=f"no sub-page {sub_page:.20}; sub-pages are {', '.join(SUB_PAGES)}")
         return render_template("sub_page.html", sub_page=sub_page, **context)
 
+    def _drawing(self, asin: str, color: str | None) -> str:
+        return product_svg(self.shop.catalog.by_asin[asin], color)
+
+    def product_image(self, asin: str) -> Any:
+        product = self.product_of(asin)
+        color = request.args.get("color")
+        if color is not None and not any(color in product["options"][n] for n in color_options(product)):
+            abort(404, description=f"product {asin} has no colour {color:.40}")
+        response = Response(self.drawing(asin, color), mimetype="image/svg+xml")
+        response.headers["Cache-Control"] = "public, max-age=86400"
+        return response
+
     def done(self, session_id: str, asin: str, options: str) -> Any:
         goal = self.goal_of(session_id)
         product = self.product_of(asin)
@@ -241,6 +262,7 @@ class ShopViews:
             reward=reward,
             reward_info=reward_info,
             asin=asin,
+            product_info=product,
             options=chosen,
             goal=goal,
         )

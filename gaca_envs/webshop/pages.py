@@ -86,6 +86,7 @@ class _PageParser(HTMLParser):
         self.stack: list[tuple[str, dict]] = []
         self.form: tuple[str, str] | None = None  # (method, action) of the enclosing form
         self.in_instruction = 0
+        self.hidden_depth = 0  # stack depth of the outermost open element with a `hidden` attribute; 0: none
         self.instruction: list[str] = []
         self.radio_ids: dict[str, bool] = {}
         self.capture: str | None = None  # "reward" or "reward_info" while inside them
@@ -104,6 +105,8 @@ class _PageParser(HTMLParser):
             self.stack.append((tag, attrs))
             if attrs.get("id") == "instruction-text":
                 self.in_instruction = len(self.stack)
+            if "hidden" in attrs and not self.hidden_depth:
+                self.hidden_depth = len(self.stack)
 
     def _input(self, attrs: dict) -> None:
         if attrs.get("id") == "search_input" and self.form is not None:
@@ -126,6 +129,8 @@ class _PageParser(HTMLParser):
             open_tag, _ = self.stack.pop()
             if len(self.stack) < self.in_instruction:
                 self.in_instruction = 0
+            if len(self.stack) < self.hidden_depth:
+                self.hidden_depth = 0
             if open_tag == tag:
                 break
 
@@ -145,7 +150,7 @@ class _PageParser(HTMLParser):
             self.captured.append(data)
         if not self.stack or self.stack[-1][0] in INVISIBLE_TAGS:
             return
-        if any("hidden" in a for _, a in self.stack):
+        if self.hidden_depth:
             return
         text = data.strip()
         if not text:
@@ -172,7 +177,9 @@ def parse_page(html: str, url: str) -> Page:
     """Parses one WebShop page (``url`` is its path, used for the page kind)."""
     page = Page(html=html, url=url)
     parser = _PageParser(page)
-    parser.feed(html)
+    # The head holds no visible text and nothing to click: parse from <body> on (a tenth of the tags).
+    body = html.find("<body")
+    parser.feed(html[body:] if body > 0 else html)
     parser.close()
     if parser.instruction:
         page.instruction = " ".join(parser.instruction)

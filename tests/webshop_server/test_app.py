@@ -8,6 +8,7 @@ import threading
 from urllib.parse import quote
 
 import pytest
+from flask import url_for
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -225,3 +226,29 @@ def test_done_page_of_a_goal_without_options_bought_with_an_option(client, shop)
     html = client.post(f"/done/fixed_{index}/{product['asin']}/{quote(repr(options))}").get_data(as_text=True)
     shown = float(DONE_SCORE.search(html).group(3))
     assert shown == shop.score(goal, product["asin"], options)[0] <= 1.0
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(word=st.text(max_size=12), value=st.text(max_size=12), root=st.sampled_from(["", "/shop", "/a b"]))
+def test_page_urls_equal_url_for(app, word, value, root):
+    # Templates build links with page_url (fast); they must be the very URLs Flask's url_for builds.
+    cases = [
+        ("index", {"session_id": word}),
+        ("search_results", {"session_id": word, "keywords": str([word, value]), "page": 2}),
+        ("item_page", {"session_id": "fixed_1", "asin": word, "keywords": str([value]), "page": 1,
+                       "options": repr({word: value})}),
+        ("item_sub_page", {"session_id": "s", "asin": "B1", "keywords": str([word]), "page": 5, "sub_page": value,
+                           "options": repr({})}),
+        ("done", {"session_id": "s", "asin": word, "options": repr({"color": value})}),
+        ("product_image", {"asin": word, "color": value}),
+        ("product_image", {"asin": word, "color": None}),
+        ("static", {"filename": "style.css"}),
+    ]  # fmt: skip
+    urls = app.extensions["webshop_urls"]
+    with app.test_request_context("/", base_url=f"http://localhost{root}"):
+        for endpoint, values in cases:
+            url = url_for(endpoint, **values)
+            assert urls(endpoint, **values) == url, (endpoint, values)
+            # In a double-quoted attribute: nothing that could end it or open a tag, and '&' escaped.
+            attribute = str(urls.attribute(endpoint, **values))
+            assert attribute == url.replace("&", "&amp;") and not set('"<>') & set(attribute)
