@@ -31,7 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--catalog", default="embedded", help="'embedded' (default) or a folder of original data files")
     p.add_argument("--n-products", type=int, default=1000, help="size of the embedded catalog (default 1000)")
     p.add_argument("--seed", type=int, default=0, help="seed of the embedded catalog and its goals")
-    p.add_argument("--goals-file", default=None, help="serve the goals of this file (written by --write-goals)")
+    p.add_argument(
+        "--goals-file", default=None, help="serve this file's goals (from --write-goals, or the original's goal list)"
+    )
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=3000, help="port (default 3000)")
     p.add_argument("--workers", type=int, default=1, help="worker processes; >1 uses gunicorn (default 1)")
