@@ -56,8 +56,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", help="training YAML whose env, prompt and generation settings are reused")
     p.add_argument("--env", help="Gymnasium env id (default: the config's env_id, else GACA-CriticalChain-v0)")
-    p.add_argument("--env-kwargs", help="JSON object of gym.make keyword arguments (updates the config's)")
-    p.add_argument("--split", help="task split (default: ALFWorld valid_unseen, WebShop and others test)")
+    p.add_argument("--env-kwargs", help="JSON object of gym.make keyword arguments (updates the config's, whose "
+                   "training split is dropped)")  # fmt: skip
+    p.add_argument("--split", help="task split (default: --env-kwargs' split, else ALFWorld valid_unseen, "
+                   "WebShop and others test)")  # fmt: skip
     p.add_argument("--num-episodes", type=int, default=100, help="first N tasks of the split")
     p.add_argument("--repeats", type=int, default=1, help="episodes per task")
     p.add_argument("--policy", choices=("model", "random", "expert"), default="model")
@@ -99,7 +101,13 @@ def resolve(args: argparse.Namespace) -> dict[str, Any]:
     """Every setting of the run: flags, then the --config fields, then the per-env defaults."""
     config = load_config_fields(args.config) if args.config else {}
     env_id = _first(args.env, config.get("env_id"), "GACA-CriticalChain-v0")
-    env_kwargs = {**config.get("env_kwargs", {}), **json.loads(args.env_kwargs or "{}")}
+    flag_kwargs = json.loads(args.env_kwargs or "{}")
+    # The config's split is the one it trains on; an evaluation plays --split (or the env family's).
+    config_kwargs = {k: v for k, v in config.get("env_kwargs", {}).items() if k != "split"}
+    env_kwargs = {**config_kwargs, **flag_kwargs}
+    split = _first(args.split, flag_kwargs.get("split"), default_split(env_id))
+    if "split" in env_kwargs:
+        env_kwargs["split"] = split
     system, template = template_for(env_id)
     top_k = _first(args.top_k, config.get("top_k"))
     sampling = Sampling(
@@ -123,7 +131,6 @@ def resolve(args: argparse.Namespace) -> dict[str, Any]:
     parse = parse_response
     if format_check != "strict":
         parse = functools.partial(parse_response, format_check=format_check, env_id=env_id)
-    split = _first(args.split, default_split(env_id))
     return {"env_id": env_id, "env_kwargs": env_kwargs, "split": split, "sampling": sampling, "prompts": prompts,
             "format_check": format_check, "parse": parse}  # fmt: skip
 

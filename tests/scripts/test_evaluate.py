@@ -238,6 +238,14 @@ def test_config_supplies_prompt_env_and_generation_settings(tmp_path, evaluate, 
     assert settings["sampling"].temperature == 0.2 and settings["sampling"].top_k is None
     assert settings["sampling"].top_p == 0.9 and settings["prompts"].max_steps == 7
     assert settings["env_kwargs"] == {"horizon": 3, "num_branches": 1, "num_tasks": 2}
+    # A config's env_kwargs split is the training split: the evaluation plays its own.
+    config.write_text(yaml.safe_dump({**fields, "env_id": "GACA-ALFWorld-v0", "env_kwargs": {"split": "train"}}))
+    resolved = evaluate.resolve(evaluate.parse_args(["--config", str(config)]))
+    assert resolved["env_kwargs"] == {} and resolved["split"] == "valid_unseen"  # task_list() sets the env's split
+    resolved = evaluate.resolve(evaluate.parse_args(["--config", str(config), "--split", "valid_seen"]))
+    assert resolved["env_kwargs"] == {} and resolved["split"] == "valid_seen"
+    resolved = evaluate.resolve(evaluate.parse_args(["--config", str(config), "--env-kwargs", '{"split": "train"}']))
+    assert resolved["env_kwargs"] == {"split": "train"} and resolved["split"] == "train"
 
 
 def test_per_env_default_step_limits_and_splits(evaluate):
@@ -340,3 +348,37 @@ def test_hf_backend_ignores_the_checkpoints_sampling_defaults(tmp_path):
         generation_config=GenerationConfig(max_new_tokens=12, do_sample=False, pad_token_id=tokenizer.pad_token_id),
     )[0, len(prompts[0]) :].tolist()
     assert inherited != reference[0][: len(inherited)] or len(inherited) != len(reference[0])
+
+
+def test_chat_episode_loop_plays_as_the_trainers_rollout(tmp_path, evaluate, monkeypatch):
+    """The endpoint backend's episode loop renders the prompts and keeps the history that run_rollout does."""
+    from gaca_train import eval_backends
+
+    model, tokenizer = tiny_model_and_tokenizer()
+    path = save_tiny_model(model, tokenizer, tmp_path / "tiny")
+    prompts = {"rollout": [], "chat": []}
+    backend = eval_backends.hf_backend
+
+    def recording_backend(*args, **kwargs):
+        generate, tok = backend(*args, **kwargs)
+        return (lambda ids: prompts["rollout"].extend(ids) or generate(ids)), tok
+
+    monkeypatch.setattr(eval_backends, "hf_backend", recording_backend)
+    common = ["--env-kwargs", json.dumps(ENV_KWARGS), "--split", "train", "--num-episodes", "2", "--max-steps", "3",
+              "--max-new-tokens", "6", "--temperature", "1.0", "--history-length", "2"]  # fmt: skip
+    rollout = evaluate.main([*common, "--model", str(path), "--batch-size", "1", "--out", str(tmp_path / "rollout")])
+    # Sampled from the same torch seed: one prompt per generate call, in the same order on both paths.
+    generate, tok = backend(str(path), eval_backends.Sampling(temperature=1.0, max_new_tokens=6), device="cpu")
+
+    def chat(messages):
+        ids = list(tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=True)
+                   ["input_ids"])  # fmt: skip
+        prompts["chat"].append(ids)
+        completion, _ = generate([ids])
+        return tok.decode(completion[0], skip_special_tokens=True)
+
+    played = evaluate.main([*common, "--concurrency", "1", "--out", str(tmp_path / "chat")], chat=chat)
+    assert rollout["backend"] == "hf" and played["backend"] == "chat"
+    assert len(prompts["chat"]) == 6 and prompts["chat"] == prompts["rollout"]
+    assert trajectories(played) == trajectories(rollout)
+    assert len({a for e in played["episodes"] for a in e["actions"]}) == 6  # sampled: every response differs
