@@ -154,18 +154,27 @@ def _record_step(record: dict[str, Any], action: str, well_formed: bool, reward:
 
 
 def play_chat_episode(
-    env: gym.Env, job: Job, chat: ChatFn, prompts: PromptBuilder, *, seed: int = 0, parse: ParseFn = parse_response
-) -> dict[str, Any]:
+    env: gym.Env,
+    job: Job,
+    chat: ChatFn,
+    prompts: PromptBuilder,
+    *,
+    seed: int = 0,
+    parse: ParseFn = parse_response,
+    stop: threading.Event | None = None,
+) -> dict[str, Any] | None:
     """Plays ``job`` in ``env`` with a chat-level policy, as :func:`~gaca_train.rollout.run_rollout` would.
 
     The env is reset with seed ``seed + job.index``; the episode runs to its end or ``prompts.max_steps``
     steps; ``parse`` reads each response. If ``chat`` raises :class:`EndpointError` the episode stops
-    there with ``record["error"]``.
+    there with ``record["error"]``. Once ``stop`` is set the episode is abandoned and None returned.
     """
     obs, info = env.reset(seed=seed + job.index, options={"task_id": job.task_id})
     record = new_record(job, info)
     history: list[tuple[str, str]] = []
     for step in range(prompts.max_steps):
+        if stop is not None and stop.is_set():
+            return None
         messages = prompts.messages(info["task"], step, obs, info["admissible_actions"], history)
         try:
             text = chat(messages)
@@ -198,22 +207,28 @@ def play_chat_jobs(
     """Plays ``jobs`` with ``concurrency`` worker threads, each with its own env from ``make_env``.
 
     ``on_record`` gets each finished episode's record (from the worker thread: it must be thread-safe).
-    An exception other than :class:`EndpointError` cancels the episodes not yet started and is re-raised
-    once the running ones end.
+    An exception other than :class:`EndpointError` (or an interrupt) cancels the episodes not yet
+    started, abandons the running ones at their next step (unrecorded: a rerun plays them) and is
+    re-raised.
     """
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
     local = threading.local()
     envs: list[gym.Env] = []
     lock = threading.Lock()
+    stop = threading.Event()
 
     def work(job: Job) -> None:
+        if stop.is_set():
+            return
         env = getattr(local, "env", None)
         if env is None:
             env = local.env = make_env()
             with lock:
                 envs.append(env)
-        on_record(play_chat_episode(env, job, chat, prompts, seed=seed, parse=parse))
+        record = play_chat_episode(env, job, chat, prompts, seed=seed, parse=parse, stop=stop)
+        if record is not None:
+            on_record(record)
 
     executor = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="gaca-eval")
     try:
@@ -223,6 +238,7 @@ def play_chat_jobs(
             if future.done() and future.exception() is not None:
                 raise future.exception()
     finally:
+        stop.set()
         executor.shutdown(wait=True, cancel_futures=True)
         for env in envs:
             env.close()

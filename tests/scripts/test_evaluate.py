@@ -199,6 +199,36 @@ def test_a_killed_run_resumes_where_it_stopped(tmp_path, evaluate):
     assert (tmp_path / "cut.jsonl.prev").exists()
 
 
+def test_a_crashing_policy_stops_the_run_and_keeps_only_whole_episodes(tmp_path, evaluate):
+    full = in_process(evaluate, tmp_path / "full")
+    calls = []
+
+    def crashing(messages):
+        calls.append(1)
+        if len(calls) == 9:
+            raise RuntimeError("policy bug")
+        return scripted_response(messages)
+
+    argv = [*CHAIN, "--num-episodes", "6", "--concurrency", "2", "--out", str(tmp_path / "crash")]
+    with pytest.raises(RuntimeError, match="policy bug"):
+        evaluate.main(argv, chat=crashing)
+    kept = [json.loads(line) for line in (tmp_path / "crash.jsonl").read_text().splitlines()[1:]]
+    assert 0 < len(kept) < 6 and len(calls) < sum(e["length"] for e in full["episodes"])
+    by_key = {(e["task_id"], e["repeat"]): e for e in trajectories(full)}
+    assert all(by_key[(e["task_id"], e["repeat"])] == {k: e[k] for k in by_key[("train-0", 0)]} for e in kept)
+    resumed = evaluate.main(argv, chat=scripted_response)
+    assert trajectories(resumed) == trajectories(full)
+
+
+def test_api_key_is_read_from_the_named_environment_variable(tmp_path, evaluate, server, monkeypatch):
+    argv = [*CHAIN, "--num-episodes", "1", "--base-url", server.base_url, "--model", "m", "--out", str(tmp_path / "k")]
+    with pytest.raises(SystemExit, match="GACA_TEST_KEY: that environment variable is not set"):
+        evaluate.main([*argv, "--api-key-env", "GACA_TEST_KEY"])
+    monkeypatch.setenv("GACA_TEST_KEY", "secret")
+    evaluate.main([*argv, "--api-key-env", "GACA_TEST_KEY", "--no-resume"])
+    assert server.requests and {r["auth"] for r in server.requests} == {"Bearer secret"}
+
+
 def test_config_supplies_prompt_env_and_generation_settings(tmp_path, evaluate, server):
     config = tmp_path / "train.yaml"
     fields = {
