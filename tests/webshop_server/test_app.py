@@ -11,9 +11,11 @@ import pytest
 from flask import url_for
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from jinja2 import Environment
 
 from webshop_server import create_app
 from webshop_server.sessions import SessionStore, goal_index_for
+from webshop_server.templating import CompactHtml
 
 
 def search(client, session_id: str, query: str):
@@ -252,3 +254,10 @@ def test_page_urls_equal_url_for(app, word, value, root):
             # In a double-quoted attribute: nothing that could end it or open a tag, and '&' escaped.
             attribute = str(urls.attribute(endpoint, **values))
             assert attribute == url.replace("&", "&amp;") and not set('"<>') & set(attribute)
+
+
+def test_templates_drop_only_whitespace_between_tags():
+    source = "<div>\n  <h4>Instruction: <br>{{ x }}</h4>\n  {% for b in bs %}\n  <p> {{ b }}</p>\n"
+    source += "  {% endfor %}\n</div>\n"
+    compact = CompactHtml(Environment()).preprocess(source, "t.html")
+    assert compact == "<div><h4>Instruction: <br>{{ x }}</h4>{% for b in bs %}<p> {{ b }}</p>{% endfor %}</div>\n"
