@@ -358,7 +358,7 @@ class EpisodeLog:
 
     def __init__(self, path: str | Path, run: dict[str, Any], *, resume: bool = True) -> None:
         self.path = Path(path)
-        self.run = json.loads(json.dumps(run))
+        self.run = json.loads(json.dumps(run, default=str))
         self.records: dict[tuple[str, int], dict[str, Any]] = {}
         self._lock = threading.Lock()
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -395,7 +395,7 @@ class EpisodeLog:
 
     def append(self, record: dict[str, Any]) -> None:
         """Writes one finished episode (thread-safe)."""
-        line = json.dumps(record) + "\n"
+        line = json.dumps(record, default=str) + "\n"
         with self._lock:
             with self.path.open("a") as f:
                 f.write(line)

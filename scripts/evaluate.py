@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None, *, chat: ChatFn | None = None) -> dict[s
     summary["seconds"] = time.perf_counter() - tic
     report = {"env": env_id, "split": split, "policy": name, "backend": backend, "settings": run,
               "summary": summary, "episodes": records}  # fmt: skip
-    out.with_suffix(".json").write_text(json.dumps(report, indent=2))
+    out.with_suffix(".json").write_text(json.dumps(report, indent=2, default=str))
     out.with_suffix(".md").write_text(markdown(name, summary))
     print(markdown(name, summary))
     return report
