@@ -19,6 +19,7 @@ _CHOICES: dict[str, tuple[Any, ...]] = {
     "anchor": ("state", "text"),
     "nll_reduction": ("mean", "sum"),
     "vector_env": ("async", "sync"),
+    "format_check": ("strict", "verl-agent"),
 }
 
 
@@ -93,6 +94,27 @@ class GACAConfig(GRPOConfig):
         metadata={"help": "Most tokens of a step's prompt; a longer one stops the run with an error (None: no cap)."},
     )
 
+    # --- Validation (verl-agent's test_freq / val_before_train: TRL's eval_strategy, eval_steps, eval_on_start) ---
+    eval_splits: list[str] | None = field(
+        default=None,
+        metadata={
+            "help": "Held-out splits played by `evaluate()` (e.g. ALFWorld valid_unseen valid_seen, WebShop test); "
+            "each task once per `eval_rollouts_per_task`. None: the eval_dataset's task ids, or no validation."
+        },
+    )
+    eval_max_tasks: int | None = field(
+        default=None, metadata={"help": "Play at most the first `eval_max_tasks` tasks of each eval split."}
+    )
+    eval_rollouts_per_task: int = field(default=1, metadata={"help": "Episodes per eval task."})
+    eval_temperature: float = field(default=0.4, metadata={"help": "Sampling temperature of validation episodes."})
+    allow_generated_data: bool = field(
+        default=False,
+        metadata={
+            "help": "Train on the project's generated ALFWorld games or WebShop catalog when no real data is given. "
+            "False: a run without real data (ALFWORLD_DATA / data_path, WebShop catalog files) stops at start-up."
+        },
+    )
+
     # --- Prompt ---
     history_length: int = field(
         default=2, metadata={"help": "Number of past (observation, action) pairs shown in each prompt."}
@@ -109,6 +131,17 @@ class GACAConfig(GRPOConfig):
     )
     max_admissible_actions: int | None = field(
         default=None, metadata={"help": "List at most this many admissible actions in a prompt (None: all)."}
+    )
+    hidden_actions: list[str] | None = field(
+        default=None,
+        metadata={"help": "Admissible actions left out of the prompt (verl-agent removes ALFWorld's `help`)."},
+    )
+    format_check: str = field(
+        default="strict",
+        metadata={
+            "help": "`strict`: the response is exactly <think>...</think><action>...</action>; `verl-agent`: both "
+            "tag pairs anywhere, the action lowercased (see gaca_train.rollout.parse_response)."
+        },
     )
     rollout_batch_size: int | None = field(
         default=None,
@@ -157,6 +190,8 @@ class GACAConfig(GRPOConfig):
             self.preset = None
         self._validate_gaca_fields()
         self._check_report_to()
+        if self.num_generations_eval is None:
+            self.num_generations_eval = 1  # validation plays each eval task eval_rollouts_per_task times itself
         world_size = int(os.environ.get("WORLD_SIZE", "1"))
         self._derive_trl_batch_fields(world_size)
         super().__post_init__()
@@ -210,6 +245,7 @@ class GACAConfig(GRPOConfig):
             if value not in choices:
                 raise ValueError(f"{name} must be one of {choices}, got {value!r}")
         positive = ("tasks_per_iteration", "max_env_steps", "rollouts_per_task", "ppo_epochs")
+        positive += ("eval_rollouts_per_task",)
         for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -228,6 +264,7 @@ class GACAConfig(GRPOConfig):
             "mini_batch_rows",
             "micro_batch_tokens",
             "max_prompt_length",
+            "eval_max_tasks",
         ):
             value = getattr(self, name)
             if value is not None and value < 1:

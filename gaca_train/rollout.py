@@ -96,8 +96,34 @@ class ParsedResponse:
     valid: bool
 
 
-def parse_response(text: str) -> ParsedResponse:
-    """Reads ``<think>...</think><action>...</action>`` from a response; see :class:`ParsedResponse`."""
+# verl-agent's lenient check, per env family: (characters kept of a response without action tags,
+# whether a response with CJK characters is invalid), as its ALFWorld and WebShop projections do.
+VERL_AGENT_FORMATS: dict[str, tuple[int, bool]] = {"GACA-ALFWorld": (30, True), "GACA-WebShop": (20, False)}
+_CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+def parse_response(text: str, format_check: str = "strict", env_id: str = "") -> ParsedResponse:
+    """Reads ``<think>...</think><action>...</action>`` from a response; see :class:`ParsedResponse`.
+
+    Args:
+        text: the decoded response.
+        format_check: ``"strict"``: valid only when the whole response is exactly one think block then
+            one non-empty action block; the action is the action block (or, if the format fails, the
+            first action block or the whole text), whitespace-normalised. ``"verl-agent"``: the response
+            is lowercased; the action is the text between the first ``<action>`` and the first
+            ``</action>`` (stripped), valid when ``<think>`` and ``</think>`` also appear anywhere (and,
+            for ALFWorld, no CJK character does); without both action tags the action is the last 30
+            (ALFWorld) or 20 (WebShop) characters and the response is invalid.
+        env_id: the env id, which picks verl-agent's per-family details.
+    """
+    if format_check == "verl-agent":
+        tail, reject_cjk = next((v for k, v in VERL_AGENT_FORMATS.items() if env_id.startswith(k)), (30, False))
+        lower = text.lower()
+        start, end = lower.find("<action>"), lower.find("</action>")
+        if start == -1 or end == -1:
+            return ParsedResponse(lower[-tail:], False)
+        valid = "<think>" in text and "</think>" in text and not (reject_cjk and _CJK.search(text))
+        return ParsedResponse(lower[start + len("<action>") : end].strip(), bool(valid))
     match = _RESPONSE.match(text)
     if match and match.group(2).strip() and "<action>" not in match.group(2):
         return ParsedResponse(" ".join(match.group(2).split()), True)
@@ -116,6 +142,7 @@ class PromptBuilder:
         history_length: number of past (observation, action) pairs shown.
         max_steps: the episode's step limit, shown in the prompt.
         max_admissible_actions: list at most this many admissible actions (None: all).
+        hidden_actions: admissible actions never listed (they stay valid if the model sends them).
     """
 
     system_prompt: str
@@ -123,6 +150,7 @@ class PromptBuilder:
     history_length: int
     max_steps: int
     max_admissible_actions: int | None = None
+    hidden_actions: tuple[str, ...] = ()
 
     def messages(
         self, task: str, step: int, observation: str, admissible: Sequence[str], history: Sequence[tuple[str, str]]
@@ -135,7 +163,7 @@ class PromptBuilder:
             history_text = f"Your last {len(shown)} step(s):\n" + "\n".join(lines) + "\n"
         else:
             history_text = ""
-        actions = list(admissible)
+        actions = [a for a in admissible if a not in self.hidden_actions]
         if self.max_admissible_actions is not None:
             actions = actions[: self.max_admissible_actions]
         user = self.template.format(
@@ -244,6 +272,7 @@ def run_rollout(
     progress: Any = None,
     lockstep: LockstepFn | None = None,
     max_prompt_length: int | None = None,
+    parse: Callable[[str], ParsedResponse] = parse_response,
 ) -> RolloutResult:
     """Plays one episode in every env of ``pool``; env ``i`` plays ``task_ids[i]``.
 
@@ -267,6 +296,7 @@ def run_rollout(
         progress: optional tqdm-like bar, advanced once per turn.
         lockstep: in a distributed run, the largest of a count over the ranks (None: one process).
         max_prompt_length: most tokens of a prompt (None: no limit), as verl-agent's ``max_prompt_length``.
+        parse: reads a response into an action (:func:`parse_response` with the run's format check).
 
     Returns:
         The :class:`RolloutResult`.
@@ -312,7 +342,7 @@ def run_rollout(
             continue
         texts = tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
         timings["generation"] += time.perf_counter() - tic
-        parsed = [parse_response(t) for t in texts]
+        parsed = [parse(t) for t in texts]
         actions: list[str | None] = [None] * pool.num_envs
         for k, i in enumerate(live):
             actions[i] = parsed[k].action

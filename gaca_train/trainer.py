@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import functools
+import json
 import math
+import sys
 import time
 from collections import defaultdict, deque
 from contextlib import contextmanager, nullcontext
@@ -12,7 +14,7 @@ from typing import Any
 
 import gymnasium as gym
 import torch
-from accelerate.utils import DistributedType
+from accelerate.utils import DistributedType, gather_object
 from datasets import Dataset
 from tqdm.auto import tqdm
 from transformers.distributed.fsdp import is_fsdp_managed_module
@@ -29,9 +31,11 @@ from gaca_train.rollout import (
     RolloutResult,
     generate_with_logprobs,
     max_over_ranks,
+    parse_response,
     run_rollout,
     template_for,
 )
+from gaca_train.startup import check_real_data
 from gaca_train.vector import RolloutPool, env_task_ids
 
 
@@ -73,6 +77,55 @@ def resolve_task_ids(args: GACAConfig) -> list[str]:
 def tasks_dataset(task_ids: list[str]) -> Dataset:
     """A dataset with one row per task id (columns ``task_id`` and ``prompt``), for TRL's sampler."""
     return Dataset.from_dict({"task_id": list(task_ids), "prompt": list(task_ids)})
+
+
+def eval_task_sets(args: GACAConfig, eval_dataset: Dataset | None) -> list[tuple[str, dict | None, list[str]]]:
+    """(split, env kwargs, task ids) of each validation split: ``eval_splits`` of the env, or the eval_dataset's ids.
+
+    A split-bound env (``"split"`` in ``env_kwargs``: ALFWorld, WebShop) is built once per split; an
+    env listing tasks per split (CriticalChain) keeps its kwargs.
+    """
+    if args.eval_splits is None:
+        if eval_dataset is None:
+            return []
+        return [("eval", None, [str(t) for t in eval_dataset["task_id"]])]
+    sets = []
+    for split in args.eval_splits:
+        kwargs = {**args.env_kwargs, "split": split} if "split" in args.env_kwargs else dict(args.env_kwargs)
+        env = gym.make(args.env_id, **kwargs)
+        try:
+            ids = env_task_ids(env.unwrapped, split)
+        finally:
+            env.close()
+        if not ids:
+            raise ValueError(f"eval split {split!r} of {args.env_id} has no tasks; check eval_splits")
+        sets.append((split, kwargs, ids[: args.eval_max_tasks]))
+    return sets
+
+
+def validation_metrics(episodes: list[dict[str, Any]], splits: list[str]) -> dict[str, float]:
+    """``eval/*`` metrics of validation episodes (see :meth:`GACATrainer.evaluate`)."""
+
+    def summary(prefix: str, group: list[dict[str, Any]]) -> dict[str, float]:
+        n = max(len(group), 1)
+        steps = max(sum(e["length"] for e in group), 1)
+        return {
+            f"{prefix}/success_rate": sum(e["won"] for e in group) / n,
+            f"{prefix}/score": sum(e["score"] for e in group) / n,
+            f"{prefix}/episode_length": sum(e["length"] for e in group) / n,
+            f"{prefix}/malformed_rate": sum(e["malformed"] for e in group) / steps,
+            f"{prefix}/env_invalid_rate": sum(e["env_invalid"] for e in group) / steps,
+            f"{prefix}/episodes": float(len(group)),
+        }
+
+    metrics = summary("eval", episodes)
+    for task_type in sorted({str(e["task_type"]) for e in episodes if e["task_type"] is not None}):
+        group = [e for e in episodes if str(e["task_type"]) == task_type]
+        metrics[f"eval/success_rate/{task_type}"] = sum(e["won"] for e in group) / len(group)
+    if len(splits) > 1:
+        for split in splits:
+            metrics.update(summary(f"eval/{split}", [e for e in episodes if e["split"] == split]))
+    return metrics
 
 
 def token_advantages(advantage: torch.Tensor, completion_mask: torch.Tensor) -> torch.Tensor:
@@ -164,8 +217,12 @@ class GACATrainer(GRPOTrainer):
     ) -> None:
         if not isinstance(args, GACAConfig):
             raise TypeError(f"args must be a GACAConfig, got {type(args).__name__}")
+        check_real_data(args.env_id, args.env_kwargs, args.allow_generated_data)
         if train_dataset is None:
             train_dataset = tasks_dataset(resolve_task_ids(args))
+        self._eval_sets = eval_task_sets(args, eval_dataset)
+        if eval_dataset is None and self._eval_sets:  # TRL's loop needs one to schedule evaluate()
+            eval_dataset = tasks_dataset(self._eval_sets[0][2])
         if len(train_dataset) < args.tasks_per_iteration:
             raise ValueError(
                 f"tasks_per_iteration={args.tasks_per_iteration} needs at least {args.tasks_per_iteration} task ids, "
@@ -190,8 +247,10 @@ class GACATrainer(GRPOTrainer):
             history_length=args.history_length,
             max_steps=args.max_env_steps,
             max_admissible_actions=args.max_admissible_actions,
+            hidden_actions=tuple(args.hidden_actions or ()),
         )
-        self._pools: dict[int, RolloutPool] = {}
+        self._parse = functools.partial(parse_response, format_check=args.format_check, env_id=args.env_id)
+        self._pools: dict[tuple, RolloutPool] = {}
         self.last_rollout: RolloutResult | None = None
         # TRL sizes its completion tables to one row per episode; here an iteration has up to
         # max_env_steps rows per episode, and the tables keep the latest iteration's rows.
@@ -213,10 +272,12 @@ class GACATrainer(GRPOTrainer):
             pool.close()
         self._pools.clear()
 
-    def _pool(self, size: int) -> RolloutPool:
-        if size not in self._pools:
-            self._pools[size] = RolloutPool(self.args.env_id, size, self.args.env_kwargs, mode=self.args.vector_env)
-        return self._pools[size]
+    def _pool(self, size: int, env_kwargs: dict[str, Any] | None = None) -> RolloutPool:
+        env_kwargs = self.args.env_kwargs if env_kwargs is None else env_kwargs
+        key = (size, json.dumps(env_kwargs, sort_keys=True, default=str))
+        if key not in self._pools:
+            self._pools[key] = RolloutPool(self.args.env_id, size, env_kwargs, mode=self.args.vector_env)
+        return self._pools[key]
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> Any:
         """Plays the rank's tasks and scores every step with the estimator.
@@ -487,8 +548,14 @@ class GACATrainer(GRPOTrainer):
             self._logs["rewards"]["env_reward"].append(step.reward)
             self._logs["advantages"].append(value)
 
-    def _rollout(self, task_ids: list[str], mode: str) -> RolloutResult:
-        pool = self._pool(len(task_ids))
+    def _rollout(
+        self,
+        task_ids: list[str],
+        mode: str,
+        env_kwargs: dict[str, Any] | None = None,
+        temperature: float | None = None,
+    ) -> RolloutResult:
+        pool = self._pool(len(task_ids), env_kwargs)
         # Env seeds follow the optimiser step, so a resumed run replays the same env randomness.
         offset = 0 if mode == "train" else 1_000_003
         seed = (self.args.seed * 7_919 + offset + self.state.global_step * 104_729) % (2**31 - 1)
@@ -497,9 +564,10 @@ class GACATrainer(GRPOTrainer):
             total=self.args.max_env_steps,
             desc=f"rollout ({mode})",
             leave=False,
-            disable=self.args.disable_tqdm or not self.accelerator.is_local_main_process,
+            # A bar over the turns only where it redraws in place: not in a non-interactive log.
+            disable=self.args.disable_tqdm or not self.accelerator.is_local_main_process or not sys.stderr.isatty(),
         )
-        with bar, self._generation_model() as model:
+        with bar, self._generation_model() as model, self._sampling_temperature(temperature):
             return run_rollout(
                 pool,
                 task_ids,
@@ -512,7 +580,82 @@ class GACATrainer(GRPOTrainer):
                 progress=bar,
                 lockstep=max_over_ranks(self.accelerator),  # collective generation needs equal calls per rank
                 max_prompt_length=self.args.max_prompt_length,
+                parse=self._parse,
             )
+
+    @contextmanager
+    def _sampling_temperature(self, temperature: float | None):
+        """Samples at ``temperature`` (validation) instead of the training temperature, then restores it."""
+        if temperature is None or temperature == self.temperature:
+            yield
+            return
+        saved = self.temperature, self.generation_config.temperature
+        vllm = getattr(self, "vllm_generation", None) if self.use_vllm else None
+        saved_vllm = vllm.temperature if vllm is not None else None
+        self.temperature = self.generation_config.temperature = temperature
+        if vllm is not None:
+            vllm.temperature = temperature
+        try:
+            yield
+        finally:
+            self.temperature, self.generation_config.temperature = saved
+            if vllm is not None:
+                vllm.temperature = saved_vllm
+
+    def evaluate(self, eval_dataset: Any = None, ignore_keys: Any = None, metric_key_prefix: str = "eval") -> dict:
+        """Validation: plays the held-out tasks at ``eval_temperature`` and logs ``eval/*`` (no training rows).
+
+        Called by TRL's loop at ``eval_strategy``/``eval_steps`` (and before the first iteration with
+        ``eval_on_start``), or directly. Each rank plays its share of every eval split's tasks through
+        the trainer's generation backend; the episodes are gathered, so every rank returns the same
+        metrics: ``eval/success_rate``, ``eval/score``, ``eval/episode_length``, ``eval/malformed_rate``
+        (responses that failed the format check), ``eval/env_invalid_rate``, ``eval/episodes``,
+        ``eval/success_rate/<task_type>`` and, with several splits, ``eval/<split>/success_rate``.
+        The torch RNG state is restored afterwards, so validation leaves training's samples unchanged.
+        """
+        sets = self._eval_sets if eval_dataset is None else [("eval", None, [str(t) for t in eval_dataset["task_id"]])]
+        if not sets:
+            raise ValueError("nothing to evaluate: set eval_splits in the config or pass an eval_dataset")
+        rng = torch.get_rng_state()
+        cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
+        was_training = self.model.training
+        self.model.eval()
+        episodes: list[dict[str, Any]] = []
+        try:
+            for split, env_kwargs, task_ids in sets:
+                episodes += [{**e, "split": split} for e in self._validation_episodes(task_ids, env_kwargs)]
+            metrics = validation_metrics(gather_object(episodes), [s for s, _, _ in sets])
+            self.log(metrics)  # in eval mode: TRL's log leaves the pending training metrics alone
+        finally:
+            torch.set_rng_state(rng)
+            if cuda_rng is not None:
+                torch.cuda.set_rng_state_all(cuda_rng)
+            self.model.train(was_training)
+        self.control = self.callback_handler.on_evaluate(self.args, self.state, self.control, metrics)
+        return metrics
+
+    def _validation_episodes(self, task_ids: list[str], env_kwargs: dict[str, Any] | None) -> list[dict[str, Any]]:
+        """This rank's share of ``task_ids`` (each ``eval_rollouts_per_task`` times), one record per episode."""
+        world, rank = self.accelerator.num_processes, self.accelerator.process_index
+        mine = [t for t in task_ids for _ in range(self.args.eval_rollouts_per_task)][rank::world]
+        if not mine:
+            raise ValueError(f"{len(task_ids)} eval tasks cannot give each of {world} ranks one; add eval tasks")
+        result = self._rollout(mine, "eval", env_kwargs, temperature=self.args.eval_temperature)
+        steps: dict[int, list[Any]] = defaultdict(list)
+        for step in result.steps:
+            steps[step.env_index].append(step)
+        return [
+            {
+                "task_id": e.task_id,
+                "task_type": e.info.get("task_type"),
+                "won": e.won,
+                "score": e.score,
+                "length": e.length,
+                "malformed": sum(not s.valid for s in steps[e.env_index]),
+                "env_invalid": sum(not s.env_valid for s in steps[e.env_index]),
+            }
+            for e in result.episodes
+        ]
 
     @contextmanager
     def _generation_model(self):

@@ -59,19 +59,21 @@ def real_data_root(data_path: str | os.PathLike | None) -> Path | None:
     """The ``json_2.1.1`` folder of real ALFWorld data, or ``None`` when none is given.
 
     Raises:
-        FileNotFoundError: if ``data_path`` is given but holds no ``json_2.1.1``.
+        FileNotFoundError: if ``data_path`` (or ``$ALFWORLD_DATA``, when no ``data_path``) is given but
+            holds no ``json_2.1.1``: a wrong path is an error, never a silent switch to generated games.
     """
+    name = "data_path"
     if data_path is None:
-        env_path = os.environ.get("ALFWORLD_DATA")
-        if env_path and (Path(env_path) / "json_2.1.1").is_dir():
-            return Path(env_path) / "json_2.1.1"
-        return None
+        data_path = os.environ.get("ALFWORLD_DATA") or None
+        name = "ALFWORLD_DATA"
+        if data_path is None:
+            return None
     root = Path(data_path)
     for candidate in (root / "json_2.1.1", root):
         if candidate.name == "json_2.1.1" and candidate.is_dir():
             return candidate
     raise FileNotFoundError(
-        f"data_path={str(data_path)!r} holds no json_2.1.1 folder; pass ALFWorld's data folder "
+        f"{name}={str(data_path)!r} holds no json_2.1.1 folder; pass ALFWorld's data folder "
         "(the one alfworld-download fills) or a folder written by gaca-alfworld-generate --out"
     )
 

@@ -2,7 +2,8 @@
 
 Trains the tiny model for 2 iterations of 2 tasks x 2 rollouts with 5-row mini-batches and a small
 token budget, with SGD (a plain sum of gradients: no Adam normalisation to amplify float noise), and
-writes ``{out}/result.json`` from rank 0: the logged losses and updates, and the final parameters.
+writes ``{out}/result.json`` from rank 0: the logged losses and updates, the final parameters, and the
+metrics of a validation (each rank plays its share of the eval episodes; the metrics are gathered).
 """
 
 from __future__ import annotations
@@ -19,10 +20,20 @@ from tests.gaca_train.tiny_setup import scripted_trainer_class, tiny_config, tin
 def main(out: Path) -> None:
     model, tokenizer = tiny_model_and_tokenizer(seed=0)
     args = tiny_config(
-        out, max_steps=2, mini_batch_rows=5, micro_batch_tokens=400, optim="sgd", learning_rate=0.5, max_grad_norm=0.0
+        out,
+        max_steps=2,
+        mini_batch_rows=5,
+        micro_batch_tokens=400,
+        optim="sgd",
+        learning_rate=0.5,
+        max_grad_norm=0.0,
+        eval_splits=["valid"],
+        eval_rollouts_per_task=3,
     )
     trainer = scripted_trainer_class()(model=model, args=args, processing_class=tokenizer)
     trainer.train()
+    validation = trainer.evaluate()
+    trainer.close_envs()
     if trainer.accelerator.is_main_process:
         logs = [log for log in trainer.state.log_history if "loss" in log]
         result = {
@@ -31,6 +42,7 @@ def main(out: Path) -> None:
             "updates": [log["train/updates"] for log in logs],
             "rows": [log["train/rows"] for log in logs],
             "params": torch.cat([p.detach().flatten() for p in model.parameters()]).tolist(),
+            "validation": validation,
         }
         (out / "result.json").write_text(json.dumps(result))
 

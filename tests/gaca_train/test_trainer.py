@@ -94,14 +94,46 @@ def test_completion_tables_get_one_entry_per_step(tmp_path):
     assert set(frame.columns) >= {"prompt", "completion", "env_reward", "advantage"}
 
 
-def test_evaluate_plays_the_eval_tasks_and_reports_rollout_metrics(tmp_path):
-    model, tokenizer = tiny_model_and_tokenizer()
-    args = tiny_config(tmp_path, per_device_eval_batch_size=2, num_generations_eval=2)
-    trainer = GACATrainer(model=model, args=args, processing_class=tokenizer, eval_dataset=tasks_dataset(["valid-0"]))
+def test_evaluate_plays_the_eval_tasks_at_the_eval_temperature_and_logs_eval_metrics(tmp_path):
+    model, tokenizer = warm_started_model_and_tokenizer()
+    args = tiny_config(tmp_path, eval_splits=["valid"], eval_rollouts_per_task=3, eval_temperature=0.4)
+    trainer = GACATrainer(model=model, args=args, processing_class=tokenizer)
+    temperatures, results = [], []
+    real_rollout = trainer._rollout
+
+    def spy(task_ids, mode, env_kwargs=None, temperature=None):
+        temperatures.append((mode, temperature, trainer.temperature))
+        results.append(real_rollout(task_ids, mode, env_kwargs, temperature))
+        return results[-1]
+
+    trainer._rollout = spy
+    rng = torch.get_rng_state()
     metrics = trainer.evaluate()
     trainer.close_envs()
-    assert metrics["eval_rollout/success_rate"] == 0.0 and metrics["eval_rollout/steps"] == 8.0
-    assert {e.task_id for e in trainer.last_rollout.episodes} == {"valid-0"}
+    assert temperatures == [("eval", 0.4, 1.0)] and trainer.temperature == 1.0  # restored after validation
+    assert torch.equal(torch.get_rng_state(), rng)  # validation leaves training's random stream alone
+    (result,) = results
+    episodes = result.episodes
+    assert [e.task_id for e in episodes] == ["valid-0"] * 3 + ["valid-1"] * 3  # 2 valid tasks x 3
+    assert metrics["eval/episodes"] == 6.0
+    assert metrics["eval/success_rate"] == sum(e.won for e in episodes) / 6
+    assert metrics["eval/episode_length"] == sum(e.length for e in episodes) / 6
+    steps = result.steps
+    assert metrics["eval/malformed_rate"] == pytest.approx(sum(not s.valid for s in steps) / len(steps))
+    assert trainer.state.log_history[-1]["eval/success_rate"] == metrics["eval/success_rate"]
+    assert trainer.model.training  # back in training mode
+
+
+def test_validation_runs_before_and_every_eval_steps_iterations(tmp_path):
+    model, tokenizer = warm_started_model_and_tokenizer()
+    args = tiny_config(tmp_path, eval_splits=["valid"], max_steps=3, eval_strategy="steps", eval_steps=2,
+                       eval_on_start=True)  # fmt: skip
+    trainer = GACATrainer(model=model, args=args, processing_class=tokenizer)
+    trainer.train()
+    evals = [log["step"] for log in trainer.state.log_history if "eval/success_rate" in log]
+    assert evals == [0, 2, 3]  # before the first iteration, every 2 iterations, and after the last
+    train_logs = [log for log in trainer.state.log_history if "loss" in log]
+    assert len(train_logs) == 3 and all("eval/success_rate" not in log for log in train_logs)
 
 
 def test_kl_to_a_reference_model_loaded_from_a_path(tmp_path):

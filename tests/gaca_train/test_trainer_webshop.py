@@ -25,7 +25,8 @@ def test_one_gaca_iteration_on_webshop(tmp_path):
     tokenizer = build_tokenizer(corpus)
     model = build_tiny_model(tokenizer)
     args = tiny_config(tmp_path, env_id="GACA-WebShop-v0", env_kwargs=env_kwargs, task_split="test", max_tasks=1,
-                       tasks_per_iteration=1, max_env_steps=3, estimator="gaca")  # fmt: skip
+                       tasks_per_iteration=1, max_env_steps=3, estimator="gaca",
+                       allow_generated_data=True)  # fmt: skip
     assert resolve_task_ids(args) == ["fixed_0"]
     trainer = GACATrainer(model=model, args=args, processing_class=tokenizer)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}

@@ -128,6 +128,9 @@ def test_two_ranks_and_one_take_the_same_updates_on_the_same_episodes(tmp_path):
     assert all(u > 1 for u in one["updates"])
     assert one["losses"] == pytest.approx(two["losses"], abs=2e-4)  # TRL logs losses rounded to 4 decimals
     torch.testing.assert_close(torch.tensor(two["params"]), torch.tensor(one["params"]), atol=1e-5, rtol=1e-4)
+    # Validation: each rank played 3 of the 6 eval episodes; the gathered metrics equal the single process's.
+    assert one["validation"]["eval/episodes"] == 6.0
+    assert one["validation"] == pytest.approx(two["validation"])
 
 
 def _lora_trainer(tmp_path, **overrides):

@@ -64,22 +64,45 @@ def test_model_source_errors_name_the_path(tmp_path, monkeypatch):
         check_model_source("some-org/some-model-never-cached")
 
 
+def _dry_run(config: str, *extra: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    train, path = str(ROOT / "scripts" / "train.py"), str(ROOT / "configs" / f"{config}.yaml")
+    command = [sys.executable, train, "--config", path, "--dry_run", "true", *extra]
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+
+
+def _real_data(tmp_path, config: str) -> tuple[list[str], dict]:
+    """Command-line flags and environment that point a paper config at (stand-in) real data folders."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "ALFWORLD_DATA"}
+    if "alfworld" in config:
+        (tmp_path / "json_2.1.1").mkdir(exist_ok=True)
+        return [], {**env, "ALFWORLD_DATA": str(tmp_path)}
+    return ["--env_kwargs", json.dumps({"shop_config": {"catalog": str(tmp_path)}})], env
+
+
 @pytest.mark.parametrize("config", ["alfworld_gaca", "webshop_gaca", "alfworld_grpo", "webshop_gigpo"])
-def test_paper_configs_pass_every_start_up_check_in_a_dry_run(config):
-    train = str(ROOT / "scripts" / "train.py")
-    command = [sys.executable, train, "--config", str(ROOT / "configs" / f"{config}.yaml"), "--dry_run", "true"]
-    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+def test_paper_configs_pass_every_start_up_check_in_a_dry_run(tmp_path, config):
+    extra, env = _real_data(tmp_path, config)
+    result = _dry_run(config, *extra, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "start-up checks passed; 128 episodes per iteration (16 tasks x 8 rollouts)" in result.stdout
     rows = 512 if "webshop" in config else 2048
     assert f"mini-batches of {rows} rows" in result.stdout and "at most 16384 padded tokens" in result.stdout
 
 
-def test_dry_run_stops_on_a_missing_local_model():
-    config = str(ROOT / "configs" / "alfworld_gaca.yaml")
-    command = [sys.executable, str(ROOT / "scripts" / "train.py"), "--config", config,
-               "--dry_run", "true", "--model_name_or_path", "./no-such-model"]  # fmt: skip
-    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+@pytest.mark.parametrize("config", ["alfworld_gaca", "webshop_gaca"])
+def test_paper_configs_without_real_data_stop_at_start_up(config):
+    import os
+
+    result = _dry_run(config, env={k: v for k, v in os.environ.items() if k != "ALFWORLD_DATA"})
+    assert result.returncode != 0
+    assert "set allow_generated_data: true to use the generated data knowingly" in result.stderr
+
+
+def test_dry_run_stops_on_a_missing_local_model(tmp_path):
+    extra, env = _real_data(tmp_path, "alfworld_gaca")
+    result = _dry_run("alfworld_gaca", "--model_name_or_path", "./no-such-model", *extra, env=env)
     assert result.returncode != 0 and "'./no-such-model': no such local folder" in result.stderr
 
 
