@@ -36,7 +36,7 @@ from gaca_train.rollout import (
     template_for,
 )
 from gaca_train.startup import check_real_data
-from gaca_train.vector import RolloutPool, env_task_ids
+from gaca_train.vector import RolloutPool, env_task_ids, split_task_ids
 
 
 def env_reward(completions: list[Any], **kwargs: Any) -> list[float]:
@@ -82,8 +82,7 @@ def tasks_dataset(task_ids: list[str]) -> Dataset:
 def eval_task_sets(args: GACAConfig, eval_dataset: Dataset | None) -> list[tuple[str, dict | None, list[str]]]:
     """(split, env kwargs, task ids) of each validation split: ``eval_splits`` of the env, or the eval_dataset's ids.
 
-    A split-bound env (``"split"`` in ``env_kwargs``: ALFWorld, WebShop) is built once per split; an
-    env listing tasks per split (CriticalChain) keeps its kwargs.
+    See :func:`gaca_train.vector.split_task_ids` for how a split reaches the env.
     """
     if args.eval_splits is None:
         if eval_dataset is None:
@@ -91,14 +90,7 @@ def eval_task_sets(args: GACAConfig, eval_dataset: Dataset | None) -> list[tuple
         return [("eval", None, [str(t) for t in eval_dataset["task_id"]])]
     sets = []
     for split in args.eval_splits:
-        kwargs = {**args.env_kwargs, "split": split} if "split" in args.env_kwargs else dict(args.env_kwargs)
-        env = gym.make(args.env_id, **kwargs)
-        try:
-            ids = env_task_ids(env.unwrapped, split)
-        finally:
-            env.close()
-        if not ids:
-            raise ValueError(f"eval split {split!r} of {args.env_id} has no tasks; check eval_splits")
+        kwargs, ids = split_task_ids(args.env_id, args.env_kwargs, split)
         sets.append((split, kwargs, ids[: args.eval_max_tasks]))
     return sets
 

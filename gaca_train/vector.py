@@ -168,3 +168,29 @@ def env_task_ids(env: Any, split: str) -> list[str] | None:
             f'{{"split": "{split}"}} (or task_split: {env_split})'
         )
     return list(lister)
+
+
+def split_task_ids(env_id: str, env_kwargs: dict[str, Any], split: str) -> tuple[dict[str, Any], list[str]]:
+    """The env kwargs that play ``split`` and its task ids.
+
+    An env built for one split (ALFWorld, WebShop: it has a ``split`` attribute and no ``task_ids``
+    method) gets ``split`` in its kwargs, replacing any other; an env that lists tasks per split
+    (CriticalChain) keeps its kwargs.
+
+    Raises:
+        ValueError: if the env offers no task ids for ``split``.
+    """
+    kwargs = dict(env_kwargs)
+    env = gym.make(env_id, **kwargs)
+    try:
+        unwrapped = env.unwrapped
+        if not callable(getattr(type(unwrapped), "task_ids", None)) and getattr(unwrapped, "split", split) != split:
+            env.close()
+            kwargs["split"] = split
+            env = gym.make(env_id, **kwargs)
+        ids = env_task_ids(env.unwrapped, split)
+    finally:
+        env.close()
+    if not ids:
+        raise ValueError(f"{env_id} offers no task ids for split {split!r} (no task_ids or split_range)")
+    return kwargs, ids

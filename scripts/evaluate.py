@@ -47,7 +47,7 @@ from gaca_train.evaluation import (
     play_token_jobs,
 )
 from gaca_train.rollout import PromptBuilder, parse_response, template_for
-from gaca_train.vector import env_task_ids
+from gaca_train.vector import split_task_ids
 
 __all__ = ["main", "markdown", "parse_args", "summarise"]
 
@@ -152,24 +152,6 @@ def model_files(model: str | None) -> list[Any] | None:
     return sorted([f.name, f.stat().st_size, f.stat().st_mtime_ns] for f in Path(model).iterdir() if f.is_file())
 
 
-def task_list(env_id: str, env_kwargs: dict[str, Any], split: str) -> list[str]:
-    """The split's task ids (an env built for one split gets ``split`` in ``env_kwargs``)."""
-    probe = gym.make(env_id, **env_kwargs)
-    try:
-        if not callable(getattr(type(probe.unwrapped), "task_ids", None)) and hasattr(probe.unwrapped, "split"):
-            env_kwargs.setdefault("split", split)  # an env built for one split (ALFWorld, WebShop)
-    finally:
-        probe.close()
-    env = gym.make(env_id, **env_kwargs)
-    try:
-        task_ids = env_task_ids(env.unwrapped, split)
-    finally:
-        env.close()
-    if not task_ids:
-        raise SystemExit(f"{env_id} offers no task ids (task_ids or split_range); cannot enumerate {split!r}")
-    return task_ids
-
-
 def main(argv: list[str] | None = None, *, chat: ChatFn | None = None) -> dict[str, Any]:
     """Runs an evaluation; returns the report (``summary``, ``episodes`` in task order, settings).
 
@@ -190,7 +172,12 @@ def main(argv: list[str] | None = None, *, chat: ChatFn | None = None) -> dict[s
     env_id, env_kwargs, split, sampling, prompts = (
         s[k] for k in ("env_id", "env_kwargs", "split", "sampling", "prompts")
     )
-    task_ids = task_list(env_id, env_kwargs, split)[: args.num_episodes]
+    try:
+        env_kwargs, task_ids = split_task_ids(env_id, env_kwargs, split)
+    except ValueError as e:
+        raise SystemExit(str(e)) from e
+    s["env_kwargs"] = env_kwargs
+    task_ids = task_ids[: args.num_episodes]
     jobs = make_jobs(task_ids, args.repeats)
     name = "chat" if backend == "chat" else args.model if args.policy == "model" else args.policy
     run = {

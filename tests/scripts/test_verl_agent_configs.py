@@ -6,7 +6,6 @@ The expected values are copied by hand from the scripts and from verl's ppo_trai
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -41,21 +40,12 @@ VERL_AGENT = {
 GIGPO_MODE = {"alfworld": "mean_std", "webshop": "mean"}  # algorithm.gigpo.mode: mean_std_norm / mean_norm
 
 
-@pytest.fixture
-def parser():  # a new parser per config: TrlParser keeps a YAML's values as defaults for later parses
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import train
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
-    return train.make_parser()
-
-
 @pytest.mark.parametrize("env", ["alfworld", "webshop"])
 @pytest.mark.parametrize("estimator", ["grpo", "gigpo", "gaca"])
-def test_verl_agent_configs_carry_the_scripts_settings(parser, env, estimator):
+def test_verl_agent_configs_carry_the_scripts_settings(train_parser, env, estimator):
     path = ROOT / "configs" / "verl_agent" / f"{env}_{estimator}.yaml"
-    _, args, model = parser.parse_args_and_config(args=["--config", str(path), "--use_cpu", "true", "--bf16", "false"])
+    cpu = ["--use_cpu", "true", "--bf16", "false"]
+    _, args, model = train_parser.parse_args_and_config(args=["--config", str(path), *cpu])
     column = 0 if env == "alfworld" else 1
     for name, values in VERL_AGENT.items():
         assert getattr(args, name) == values[column], name
