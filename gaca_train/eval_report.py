@@ -83,8 +83,8 @@ def clustered_rate_interval(counts: Sequence[int], sizes: Sequence[int]) -> Inte
     return wilson(rate * total / deff, total / deff)
 
 
-def _metrics(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Point estimates and intervals of the non-errored ``records``."""
+def _metrics(records: Sequence[dict[str, Any]], max_length: int | None = None) -> dict[str, Any]:
+    """Point estimates and intervals of the non-errored ``records`` (episode lengths at most ``max_length``)."""
     played = [r for r in records if not r.get("error")]
     n = len(played)
     lengths = [r["length"] for r in played]
@@ -104,15 +104,17 @@ def _metrics(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "ci95": {
             "success_rate": wilson(wins, n),
             "score": mean_interval(scores, 0.0, 1.0),
-            "episode_length": mean_interval([float(x) for x in lengths], 0.0),
+            "episode_length": mean_interval([float(x) for x in lengths], 0.0, max_length or math.inf),
             "invalid_rate": clustered_rate_interval(invalid, lengths),
             "malformed_rate": clustered_rate_interval(malformed, lengths),
         },
     }
 
 
-def summarise(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def summarise(records: Sequence[dict[str, Any]], max_length: int | None = None) -> dict[str, Any]:
     """The report over all ``records`` and per task type.
+
+    ``max_length`` (the step limit) bounds the episode-length interval, as ``[0, 1]`` bounds the score's.
 
     Returns:
         ``episodes`` (played to the end), ``errors``, ``success_rate``, ``score``, ``episode_length``,
@@ -120,13 +122,13 @@ def summarise(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         None), and, when records have a ``task_type``, ``by_task_type`` (the same per type) and
         ``success_by_task_type`` (type -> success rate).
     """
-    summary = _metrics(records)
+    summary = _metrics(records, max_length)
     by_type: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in records:
         if r.get("task_type") is not None:
             by_type[str(r["task_type"])].append(r)
     if by_type:
-        summary["by_task_type"] = {k: _metrics(v) for k, v in sorted(by_type.items())}
+        summary["by_task_type"] = {k: _metrics(v, max_length) for k, v in sorted(by_type.items())}
         summary["success_by_task_type"] = {k: v["success_rate"] for k, v in summary["by_task_type"].items()}
     return summary
 

@@ -200,7 +200,7 @@ def main(argv: list[str] | None = None, *, chat: ChatFn | None = None) -> dict[s
     tic = time.perf_counter()
     _play(args, backend, chat, todo, s, log)
     records = [log.records[j.key] for j in jobs if j.key in log.records]
-    summary = summarise(records)
+    summary = summarise(records, max_length=prompts.max_steps)
     summary["seconds"] = time.perf_counter() - tic
     report = {"env": env_id, "split": split, "policy": name, "backend": backend, "settings": run,
               "summary": summary, "episodes": records}  # fmt: skip

@@ -305,6 +305,9 @@ def test_report_per_task_type_with_intervals_and_malformed_rate(evaluate):
     assert heat["ci95"]["success_rate"] == pytest.approx((0.0945, 0.9055), abs=1e-4)
     # t interval of the mean of 3 and 5 steps: 4 +- 12.706 * sqrt(2) / sqrt(2), clipped at 0 steps
     assert heat["ci95"]["episode_length"] == pytest.approx((0.0, 4 + 12.706))
+    # ... and at the step limit when it is given: a mean cannot exceed it.
+    capped = evaluate.summarise(records, max_length=10)["by_task_type"]["heat"]
+    assert capped["ci95"]["episode_length"] == pytest.approx((0.0, 10.0))
     # 1 of 6 scored 1.0: 1/6 +- 2.571 * sqrt(1/6) / sqrt(6) = 1/6 +- 0.4285, clipped at 0
     six = evaluate.summarise([{"won": s, "score": float(s), "length": 1} for s in (1, 0, 0, 0, 0, 0)])
     assert six["ci95"]["score"] == pytest.approx((0.0, 1 / 6 + 2.571 / 6))
