@@ -52,7 +52,11 @@ from gaca_envs.alfworld.scenes import (
 )
 from gaca_envs.alfworld.solver import NoPlanError, solve
 
-GENERATOR_VERSION = 1
+# Version of the written games (names the cache folder). Version 2: basins no longer spelled
+# ``Sink|...|SinkBasin|SinkBasin``. The random draws stay those of version 1 (``_RNG_NAMESPACE``),
+# so a version 2 game is the version 1 game with its names fixed.
+GENERATOR_VERSION = 2
+_RNG_NAMESPACE = "gaca-alfworld-v1"
 SPLITS = ("train", "valid_seen", "valid_unseen")
 DIFFICULTIES = ("standard", "easy")
 EASY_RECEPTACLES = 5
@@ -123,7 +127,7 @@ def sample_game(
 ) -> GameSpec | None:
     """Samples game ``index`` of ``split`` (``None`` if this attempt's room cannot pose the task)."""
     easy = difficulty == "easy"
-    rng = random.Random(f"gaca-alfworld-v{GENERATOR_VERSION}|{seed}|{split}|{index}|{attempt}" + "|easy" * easy)
+    rng = random.Random(f"{_RNG_NAMESPACE}|{seed}|{split}|{index}|{attempt}" + "|easy" * easy)
     task_type = TASK_TYPES[1] if easy else list(TASK_TYPES.values())[index % len(TASK_TYPES)]
     scene_nums = data.test_scenes if split == "valid_unseen" else data.train_scenes
     rooms = sorted(data.goals_valid[task_type])

@@ -105,7 +105,9 @@ def build_receptacles(
         rtype = _BASINS.get(kind, kind)
         if rtype not in static:
             continue
-        full_id = f"{rid}|{rtype}" if kind in _BASINS else rid
+        # A basin is ``Kind|x|y|z|<Basin type>``. The floor plans mostly spell it so already (one,
+        # FloorPlan420, has ``Bathtub|...|SinkBasin``), so the suffix is replaced, never appended.
+        full_id = "|".join(rid.split("|")[:4] + [rtype]) if kind in _BASINS else rid
         loc = _pose_location(pose)
         while loc in taken:  # one receptacle per pose keeps "go to" and "look" unambiguous
             loc = (loc[0], loc[1], loc[2], loc[3] + 15)

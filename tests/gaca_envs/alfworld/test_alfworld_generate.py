@@ -158,3 +158,20 @@ def test_generate_rejects_bad_difficulty_and_engine(tmp_path):
         generate(tmp_path, 1, difficulty="hard")
     with pytest.raises(ValueError, match="engine must be one of native, textworld, got 'x'"):
         generate(tmp_path, 1, engine="x")
+
+
+def test_basins_are_named_as_in_alfred_with_one_basin_suffix(games):
+    # ALFRED spells a sink basin ``Sink|x|y|z|SinkBasin`` (mangled ``sink_bar_..._bar_sinkbasin``);
+    # version 1 appended the suffix a second time.
+    specs = _specs("train", 36)
+    basins = [r for s in specs for r in s.scene.receptacles if r.rtype in ("SinkBasin", "BathtubBasin")]
+    assert {r.rtype for r in basins} == {"SinkBasin", "BathtubBasin"}
+    for r in basins:
+        parts = r.rid.split("|")
+        assert len(parts) == 5 and parts[-1] == r.rtype and parts[0] == r.rtype.removesuffix("Basin"), r.rid
+    for r in (r for s in specs for r in s.scene.receptacles if r.rtype not in ("SinkBasin", "BathtubBasin")):
+        assert len(r.rid.split("|")) == 4, r.rid
+    for g in games:
+        problem = g["game"]["pddl_problem"].lower()
+        assert "_bar_sinkbasin_bar_sinkbasin" not in problem and "_bar_bathtubbasin_bar_bathtubbasin" not in problem
+    assert any("_bar_sinkbasin " in g["game"]["pddl_problem"].lower() for g in games)

@@ -12,6 +12,7 @@ import pytest
 
 import gaca_envs  # noqa: F401  (registers the ids)
 from gaca_envs.alfworld.data import cache_root, collect_games
+from gaca_envs.alfworld.generate import GENERATOR_VERSION
 
 
 def test_async_vector_env_of_eight_groups_and_plays(alfworld_root, games):
@@ -122,7 +123,7 @@ def test_env_without_data_generates_the_split_once_into_the_cache(monkeypatch, t
     assert not (tmp_path / "cache").exists()  # nothing is generated before the env needs games
     obs, info = env.reset(seed=0)
     assert info["task_id"].startswith("valid_unseen/") and "Your task is to: " in obs
-    done_marker = tmp_path / "cache" / "alfworld" / "gen-v1-seed0" / ".valid_unseen.done"
+    done_marker = tmp_path / "cache" / "alfworld" / f"gen-v{GENERATOR_VERSION}-seed0" / ".valid_unseen.done"
     stamp = done_marker.stat().st_mtime_ns
     again = ALFWorldEnv(split="valid_unseen")
     assert again.task_ids == env.task_ids and done_marker.stat().st_mtime_ns == stamp
