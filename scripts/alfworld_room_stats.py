@@ -24,7 +24,7 @@ from pathlib import Path
 from gaca_envs.alfworld.alfred_data import load_alfred_data
 from gaca_envs.alfworld.baseline import measure_games, task_patterns
 from gaca_envs.alfworld.generate import DIFFICULTIES, generate
-from gaca_envs.alfworld.room_stats import read_rooms, split_episodes, summarise
+from gaca_envs.alfworld.room_stats import layout_colocated_pairs, read_rooms, split_episodes, summarise
 
 ROWS = (
     ("rooms", "rooms", "{}"),
@@ -103,8 +103,14 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory() as tmp:
             files = generate(tmp, int(num), args.seed, "train", 1, difficulty, "native")
             transcripts = [m.search_transcript for m in measure_games(files, seed=args.seed)]
-        columns[f"generated `{difficulty}`"] = summarise(read_rooms(transcripts, patterns))
+        columns[f"generated `{difficulty}`"] = summarise(read_rooms(transcripts, patterns, deduplicate=False))
     sys.stdout.write(markdown(columns) + "\n")
+    layouts = layout_colocated_pairs(load_alfred_data())
+    sys.stdout.write(
+        "receptacle pairs sharing an interaction pose per ALFRED floor plan: "
+        + ", ".join(f"{kind} {pairs:.2f}" for kind, pairs in layouts.items())
+        + "\n"
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(columns, indent=1))
     return 0

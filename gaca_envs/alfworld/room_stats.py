@@ -24,8 +24,9 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from gaca_envs.alfworld.alfred_data import ROOM_KINDS
+from gaca_envs.alfworld.alfred_data import ROOM_KINDS, AlfredData
 from gaca_envs.alfworld.baseline import NOTHING, ParsedTask, parse_task
+from gaca_envs.alfworld.scenes import pose_location
 from gaca_envs.alfworld.text import facing, kind_of, receptacle_view, room_receptacles, task_text
 
 # Kinds ALFWorld lists on receptacles that cannot be picked up (ALFRED's non-pickupable object
@@ -172,12 +173,29 @@ def _bin(n: int) -> str:
     return next(_label(b) for b in HISTOGRAM_BINS if b[0] <= n <= b[1])
 
 
-def read_rooms(transcripts: Iterable[str], patterns) -> list[RoomRecord]:
-    """Reads transcripts, one record per distinct (room, task): the longest transcript of each.
-
-    Published prompt files repeat episodes (ReAct's ``act_*`` are its ``react_*`` without the
-    thinking), so they are counted once.
+def layout_colocated_pairs(data: AlfredData) -> dict[str, float]:
+    """Per room kind, the mean number of receptacle pairs whose interaction poses coincide in ALFRED's
+    floor plans (``alfworld/gen/layouts``): the places ALFWorld's PDDL gives two receptacles at once.
     """
+    pairs: dict[str, list[int]] = {kind: [] for kind in ROOM_KINDS}
+    for layout in data.layouts.values():
+        poses = Counter(pose_location(p) for p in layout.receptacle_poses.values())
+        pairs[layout.room].append(sum(n * (n - 1) // 2 for n in poses.values()))
+    return {kind: _mean(counts) for kind, counts in pairs.items() if counts}
+
+
+def read_rooms(transcripts: Iterable[str], patterns, deduplicate: bool = True) -> list[RoomRecord]:
+    """Reads transcripts into records.
+
+    Args:
+        transcripts: one game's text each.
+        patterns: :func:`~gaca_envs.alfworld.baseline.task_patterns`.
+        deduplicate: keep one record per distinct (room list, task), the longest transcript:
+            published prompt files repeat episodes (ReAct's ``act_*`` are its ``react_*`` without
+            the thinking). Off for generated games, which are distinct games by construction.
+    """
+    if not deduplicate:
+        return [read_room(text, patterns) for text in transcripts]
     longest: dict[tuple[tuple[str, ...], str], str] = {}
     for text in transcripts:
         key = (tuple(room_receptacles(text)), task_text(text))

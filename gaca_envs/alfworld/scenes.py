@@ -71,7 +71,8 @@ def alfred_id(kind: str, rng: random.Random, suffix: str = "") -> str:
     return f"{kind}|{xyz}" + (f"|{suffix}" if suffix else "")
 
 
-def _pose_location(pose: tuple[float, float, int, int]) -> tuple[int, int, int, int]:
+def pose_location(pose: tuple[float, float, int, int]) -> tuple[int, int, int, int]:
+    """The PDDL location of an ALFRED interaction pose ``(x, z, rotation, horizon)``."""
     # ALFRED's grid: 0.25 m steps, rotation in quarter turns, camera horizon in degrees.
     x, z, rotation, horizon = pose
     return (round(x / 0.25), round(z / 0.25), (rotation // 90) % 4, horizon)
@@ -108,7 +109,7 @@ def build_receptacles(
         # A basin is ``Kind|x|y|z|<Basin type>``. The floor plans mostly spell it so already (one,
         # FloorPlan420, has ``Bathtub|...|SinkBasin``), so the suffix is replaced, never appended.
         full_id = "|".join(rid.split("|")[:4] + [rtype]) if kind in _BASINS else rid
-        loc = _pose_location(pose)
+        loc = pose_location(pose)
         while loc in taken:  # one receptacle per pose keeps "go to" and "look" unambiguous
             loc = (loc[0], loc[1], loc[2], loc[3] + 15)
         taken.add(loc)
