@@ -34,6 +34,8 @@ def expert_steps(
     seed: int,
     fork_noise: float = 0.0,
     step_noise: float = 0.0,
+    prompts: PromptBuilder | None = None,
+    train_on_noise: bool = True,
 ) -> list[tuple[list[dict[str, str]], str]]:
     """(chat messages, response) per step of expert episodes; random admissible actions if no expert.
 
@@ -41,9 +43,14 @@ def expert_steps(
     admissible one with probability p: the warm-started policy then walks well but guesses at forks,
     which leaves RL a credit-assignment problem to solve. With ``step_noise`` p, any step's demonstration
     is a random admissible action with probability p (the expert then recovers from the state it leads to).
+    ``prompts`` renders the steps (default: the env family's template with ``history_length``), so the
+    demonstrations look exactly like the prompts of the run that uses them. With ``train_on_noise=False``
+    a random step is played but not kept as a demonstration: the data then shows recovering from a
+    random action (in the history) without teaching to take one.
     """
-    system, template = template_for(env_id)
-    builder = PromptBuilder(system, template, history_length, max_steps)
+    if prompts is None:
+        system, template = template_for(env_id)
+        prompts = PromptBuilder(system, template, history_length, max_steps)
     env = gym.make(env_id, **{**env_kwargs, "expert": True})
     rng = random.Random(seed)
     pairs = []
@@ -52,12 +59,14 @@ def expert_steps(
         history: list[tuple[str, str]] = []
         for step in range(max_steps):
             action = info.get("expert_action") or rng.choice(info["admissible_actions"])
+            noise = False
             if info.get("fork") and rng.random() < fork_noise:
                 action = rng.choice([a for a in info["admissible_actions"] if a.startswith("take")] or [action])
             elif step_noise and rng.random() < step_noise:
-                action = rng.choice(info["admissible_actions"])
-            messages = builder.messages(info["task"], step, obs, info["admissible_actions"], history)
-            pairs.append((messages, f"<think> </think> <action> {action} </action>"))
+                action, noise = rng.choice(info["admissible_actions"]), True
+            if train_on_noise or not noise:
+                messages = prompts.messages(info["task"], step, obs, info["admissible_actions"], history)
+                pairs.append((messages, f"<think> </think> <action> {action} </action>"))
             history.append((obs, action))
             obs, _, terminated, truncated, info = env.step(action)
             if terminated or truncated:
