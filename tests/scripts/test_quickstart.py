@@ -76,3 +76,47 @@ def test_expert_steps_step_noise_replaces_demonstrations_with_admissible_actions
     assert noisy_actions != actions[: len(noisy_actions)]
     for (messages, _), action in zip(noisy, noisy_actions, strict=True):
         assert action in messages[-1]["content"].split("Admissible actions:")[1]
+
+
+def test_parse_seeds_ranges_and_lists():
+    quickstart_cpu, _ = _scripts()
+    assert quickstart_cpu.parse_seeds("0-4") == [0, 1, 2, 3, 4]
+    assert quickstart_cpu.parse_seeds("0,3,5-6") == [0, 3, 5, 6]
+
+
+def test_mean_ci_is_the_student_t_interval():
+    quickstart_cpu, _ = _scripts()
+    # values 0.1, 0.2, 0.3: mean 0.2, sd 0.1, t(2 dof) = 4.303 -> half-width 4.303 * 0.1 / sqrt(3) = 0.2484
+    mean, half = quickstart_cpu.mean_ci([0.1, 0.2, 0.3])
+    assert mean == pytest.approx(0.2) and half == pytest.approx(0.24844, abs=1e-4)
+    assert quickstart_cpu.mean_ci([0.4]) == (0.4, 0.0)
+
+
+def test_seed_sweep_writes_paired_table_and_single_runs_compare_with_it(tmp_path, monkeypatch):
+    quickstart_cpu, _ = _scripts()
+    results = {0: (0.1, 0.3), 1: (0.2, 0.3), 2: (0.1, 0.4)}  # seed -> (before, after)
+    calls = []
+
+    def fake_main(argv):
+        seed = int(argv[argv.index("--seed") + 1])
+        calls.append(argv)
+        before, after = results[seed]
+        return {"before": {"success_rate": before, "episodes": 256}, "after": {"success_rate": after},
+                "seconds": 10.0, "settings": {"env": "alfworld", "iterations": 30}}  # fmt: skip
+
+    monkeypatch.setattr(quickstart_cpu, "main", fake_main)
+    table = quickstart_cpu.sweep(["--iterations", "30"], [0, 1, 2], tmp_path)
+    assert [c[-1] for c in calls] == [str(tmp_path / f"seed{s}") for s in (0, 1, 2)]
+    assert table["gain"]["mean"] == pytest.approx(0.2) and table["gain"]["min"] == pytest.approx(0.1)
+    assert table["gain"]["max"] == pytest.approx(0.3) and table["before"]["mean"] == pytest.approx(0.4 / 3)
+    assert json.loads((tmp_path / "seeds.json").read_text()) == table
+    md = (tmp_path / "seeds.md").read_text()
+    assert "| 2 | 0.100 | 0.400 | +0.300 |" in md and "+0.200 ± " in md
+
+    monkeypatch.setattr(quickstart_cpu, "REFERENCE", tmp_path / "seeds.json")
+    run = {"before": {"success_rate": 0.1}, "after": {"success_rate": 0.35}, "settings": table["settings"]}
+    assert "this run's +0.250 is within that range" in quickstart_cpu.compare_with_reference(run)
+    run["after"]["success_rate"] = 0.1
+    assert "this run's +0.000 is outside that range" in quickstart_cpu.compare_with_reference(run)
+    run["settings"] = {"env": "alfworld", "iterations": 5}
+    assert "settings differ" in quickstart_cpu.compare_with_reference(run)
