@@ -15,6 +15,7 @@ processes can share the work.
 
 Usage:
     python scripts/parity_alfworld.py --games 300 --walks 5 [--data DIR] [--cache DIR] [--shard 0/2]
+        [--difficulty standard|easy|real]
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import time
 from pathlib import Path
 
 from gaca_envs.alfworld.engine import EngineState, TextWorldEngine
-from gaca_envs.alfworld.generate import generate
+from gaca_envs.alfworld.generate import DIFFICULTIES, generate
 from gaca_envs.anchors import anchor_digest
 
 WALK_STEPS = 50
@@ -167,12 +168,12 @@ def compare_game(engine, game_file: str, ref: dict) -> list[str]:
     return mismatches
 
 
-def game_files(data: Path, num: int, seed: int) -> list[str]:
-    """``num`` generated train games under ``data`` (generated on first use)."""
+def game_files(data: Path, num: int, seed: int, difficulty: str = "standard") -> list[str]:
+    """``num`` generated train games of ``difficulty`` under ``data`` (generated on first use)."""
     root = data / "json_2.1.1" / "train"
     files = sorted(root.glob("*/*/game.tw-pddl"), key=lambda p: p.parent.name) if root.exists() else []
     if len(files) < num:
-        generate(data, num, seed=seed, split="train", workers=2)
+        generate(data, num, seed=seed, split="train", workers=2, difficulty=difficulty)
         files = sorted(root.glob("*/*/game.tw-pddl"), key=lambda p: p.parent.name)
     return [str(f) for f in files[:num]]
 
@@ -184,6 +185,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--walks", type=int, default=5, help="random walks per game (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=0, help="generator seed (default: %(default)s)")
     parser.add_argument("--data", default="outputs/parity_games", help="folder of generated games")
+    parser.add_argument(
+        "--difficulty", default="standard", choices=DIFFICULTIES, help="generator difficulty (default: %(default)s)"
+    )
     parser.add_argument("--cache", default=None, help="folder to cache the stock engine's traces in")
     parser.add_argument("--shard", default="0/1", help="I/N: play games I, I+N, ... (default: %(default)s)")
     parser.add_argument("--policy", default="uniform", choices=("uniform", "verbs"), help="random walk policy")
@@ -191,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reference-only", action="store_true", help="only compute/cache the stock traces")
     args = parser.parse_args(argv)
     index, count = (int(x) for x in args.shard.split("/"))
-    files = game_files(Path(args.data), args.games, args.seed)[index::count]
+    files = game_files(Path(args.data), args.games, args.seed, args.difficulty)[index::count]
     cache = Path(args.cache) if args.cache else None
     native = None
     if not args.reference_only:

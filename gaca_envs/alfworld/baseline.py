@@ -137,24 +137,32 @@ class SearchingAgent:
             if receptacle is not None and receptacle in memory.visited:
                 continue
             if receptacle is not None:
-                observation = yield f"go to {receptacle}"
-                if observation.endswith("is closed."):
-                    yield f"open {receptacle}"
+                yield from self._visit(receptacle)
             for where, items in memory.seen.items():
                 for item in items:
                     if kind_of(item) == kind and item not in memory.placed and kind_of(where) != exclude_kind:
                         if memory.at != where:
-                            observation = yield f"go to {where}"
-                            if observation.endswith("is closed."):
-                                yield f"open {where}"
+                            yield from self._visit(where)
                         return f"{item}|{where}"
         return None
 
+    def _visit(self, receptacle: str) -> Generator[str, str, None]:
+        """Goes to ``receptacle`` and opens it if closed.
+
+        ``go to`` answers "Nothing happens." when the agent already stands where the receptacle
+        is (two receptacles can share a place): then it looks at it with ``examine``.
+        """
+        observation = yield f"go to {receptacle}"
+        if observation == NOTHING:
+            observation = yield f"examine {receptacle}"
+            if observation != NOTHING:
+                self._memory.at = receptacle
+        if observation.endswith("is closed."):
+            yield f"open {receptacle}"
+
     def _goto_open(self, receptacle: str) -> Generator[str, str, None]:
         if self._memory.at != receptacle:
-            observation = yield f"go to {receptacle}"
-            if observation.endswith("is closed."):
-                yield f"open {receptacle}"
+            yield from self._visit(receptacle)
 
     def _fetch(self, kind: str, exclude_kind: str) -> Generator[str, str, str | None]:
         found = yield from self._find(kind, exclude_kind)

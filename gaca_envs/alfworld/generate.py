@@ -17,9 +17,12 @@ Splits: ``train`` and ``valid_seen`` use ALFRED's training floor plans and task 
 room layouts and combinations never occur in ``train``. Game ``i`` of a split depends only on
 ``(seed, split, i, difficulty)``: generation is deterministic and can run in parallel.
 
-Difficulties: ``standard`` (ALFWorld's six task types in turn, rooms of up to 40 receptacles) and
+Difficulties: ``standard`` (ALFWorld's six task types in turn, rooms of up to 40 receptacles),
 ``easy`` (pick-and-place only, rooms cut to ``EASY_RECEPTACLES`` receptacles: short plans and short
-prompts, for tiny models and quickstarts).
+prompts, for tiny models and quickstarts) and ``real`` (work in progress on issue 16, not the
+default: ``standard`` rooms with receptacles sharing ALFRED's coinciding poses, some cabinets and
+drawers that do not open, denser tables and countertops, more instances per object type and fixed
+scene objects such as a houseplant on a countertop, encoded as ALFWorld's own PDDL encodes them).
 """
 
 from __future__ import annotations
@@ -41,12 +44,15 @@ from gaca_envs.alfworld.alfred_data import TASK_TYPES, AlfredData, load_alfred_d
 from gaca_envs.alfworld.pddl import TaskParams, problem_pddl
 from gaca_envs.alfworld.scenes import (
     LAMPS,
+    MAX_OBJECTS,
     MAX_RECEPTACLES,
     Receptacle,
     Scene,
     agent_start,
     build_receptacles,
+    fix_some_containers,
     holders_of,
+    place_fixed_objects,
     place_objects,
     sample_object_counts,
 )
@@ -58,7 +64,14 @@ from gaca_envs.alfworld.solver import NoPlanError, solve
 GENERATOR_VERSION = 2
 _RNG_NAMESPACE = "gaca-alfworld-v1"
 SPLITS = ("train", "valid_seen", "valid_unseen")
-DIFFICULTIES = ("standard", "easy")
+DIFFICULTIES = ("standard", "easy", "real")
+# ``real`` rooms (issue 16, in progress; figures from docs/alfworld.md's room statistics): share of
+# cabinets and drawers that do not open (16% of those seen in real transcripts), object counts per
+# type, the object cap and how much likelier a table or countertop is to receive an object.
+REAL_NON_OPENABLE_SHARE = 0.15
+REAL_OBJECT_CHOICES = (1, 1, 2, 2, 3, 4)
+REAL_MAX_OBJECTS = 60
+REAL_DENSE_WEIGHT = 3
 EASY_RECEPTACLES = 5
 MAX_WALKTHROUGH = 40  # keeps every game winnable well within ALFWorld's 50-step cap
 MAX_ATTEMPTS = 30
@@ -126,15 +139,20 @@ def sample_game(
     data: AlfredData, split: str, seed: int, index: int, attempt: int = 0, difficulty: str = "standard"
 ) -> GameSpec | None:
     """Samples game ``index`` of ``split`` (``None`` if this attempt's room cannot pose the task)."""
-    easy = difficulty == "easy"
-    rng = random.Random(f"{_RNG_NAMESPACE}|{seed}|{split}|{index}|{attempt}" + "|easy" * easy)
+    easy, real = difficulty == "easy", difficulty == "real"
+    suffix = "|easy" if easy else "|real" if real else ""  # standard keeps version 1's draws
+    rng = random.Random(f"{_RNG_NAMESPACE}|{seed}|{split}|{index}|{attempt}{suffix}")
     task_type = TASK_TYPES[1] if easy else list(TASK_TYPES.values())[index % len(TASK_TYPES)]
     scene_nums = data.test_scenes if split == "valid_unseen" else data.train_scenes
     rooms = sorted(data.goals_valid[task_type])
     room = rng.choice(rooms)
     layout = data.layouts[rng.choice([s for s in scene_nums if data.layouts[s].room == room])]
-    receptacles = build_receptacles(data, layout, rng, EASY_RECEPTACLES if easy else MAX_RECEPTACLES)
-    counts = sample_object_counts(data, layout, receptacles, rng)
+    receptacles = build_receptacles(data, layout, rng, EASY_RECEPTACLES if easy else MAX_RECEPTACLES, colocate=real)
+    if real:
+        receptacles = fix_some_containers(receptacles, rng, REAL_NON_OPENABLE_SHARE, frozenset({"Cabinet", "Drawer"}))
+        counts = sample_object_counts(data, layout, receptacles, rng, REAL_OBJECT_CHOICES, REAL_MAX_OBJECTS)
+    else:
+        counts = sample_object_counts(data, layout, receptacles, rng, max_objects=MAX_OBJECTS)
     options = [
         (o, t)
         for o, t in _task_options(data, task_type, counts, receptacles, layout.types)
@@ -152,7 +170,9 @@ def sample_game(
         forbidden = {obj: frozenset({target})}
     if task_type == "pick_two_obj_and_place":
         counts[obj] = max(counts[obj], 2)
-    objects = place_objects(data, counts, receptacles, rng, forbidden)
+    objects = place_objects(data, counts, receptacles, rng, forbidden, REAL_DENSE_WEIGHT if real else 1)
+    if real:
+        objects += place_fixed_objects(layout, receptacles, rng, {o.oid for o in objects})
     scene = Scene(layout.scene_num, layout.room, tuple(receptacles), tuple(objects), agent_start(receptacles, rng))
     template = rng.choice(data.goal_templates[task_type])
     desc = template.format(

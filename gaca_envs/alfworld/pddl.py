@@ -82,7 +82,7 @@ def _init_facts(data: AlfredData, scene: Scene) -> list[str]:
     ]
     facts += [f"(pickupable {n})" for n, o in objs if o.otype in pickup]
     facts += [f"(isReceptacleObject {n})" for n, o in objs if o.otype in data.movable_receptacles]
-    facts += [f"(openable {n})" for n, r in recs if r.rtype in data.openable]
+    facts += [f"(openable {n})" for n, r in recs if r.rtype in data.openable and r.openable]
     facts.append(f"(atLocation agent1 {location_name(scene.agent_location)})")
     for prop, pred in (("Cleanable", "cleanable"), ("Heatable", "heatable"), ("Coolable", "coolable")):
         facts += [f"({pred} {n})" for n, o in objs if o.otype in data.action_objects[prop]]

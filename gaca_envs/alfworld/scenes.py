@@ -26,6 +26,17 @@ LAMP_HOLDERS = frozenset(
 LAMPS = ("DeskLamp", "FloorLamp")
 MAX_OBJECTS = 40
 MAX_RECEPTACLES = 40
+# ``real`` rooms (issue 16): fixed scene objects as real ALFWorld rooms list them on surfaces (a
+# houseplant or sink on a countertop, a television on a dresser: ReAct's transcripts), on these
+# receptacle types; they have an ``objectType`` and a place but no ``pickupable`` fact.
+FIXED_HOLDERS = {
+    "HousePlant": ("CounterTop", "DiningTable", "SideTable", "CoffeeTable", "Desk", "Dresser", "Shelf"),
+    "Television": ("Dresser", "TVStand"),
+    "Sink": ("CounterTop",),
+    "Mirror": ("CounterTop", "Dresser"),
+}
+# Surfaces that real rooms load with many objects (dining tables and countertops list 14-16).
+DENSE_SURFACES = frozenset({"CounterTop", "DiningTable", "Desk", "Dresser", "SideTable", "CoffeeTable"})
 
 
 @dataclass(frozen=True)
@@ -35,6 +46,7 @@ class Receptacle:
     rid: str
     rtype: str
     location: tuple[int, int, int, int]
+    openable: bool = True  # False: a cabinet or drawer that does not open (no ``openable`` fact)
 
 
 @dataclass(frozen=True)
@@ -92,11 +104,17 @@ def static_receptacle_types(data: AlfredData) -> frozenset[str]:
 
 
 def build_receptacles(
-    data: AlfredData, layout: Layout, rng: random.Random, max_receptacles: int = MAX_RECEPTACLES
+    data: AlfredData,
+    layout: Layout,
+    rng: random.Random,
+    max_receptacles: int = MAX_RECEPTACLES,
+    colocate: bool = False,
 ) -> list[Receptacle]:
     """The static receptacles of a floor plan: posed ones first, then the types listed without pose.
 
-    Rooms with more than ``max_receptacles`` lose receptacles of their most repeated types.
+    Rooms with more than ``max_receptacles`` lose receptacles of their most repeated types. With
+    ``colocate``, receptacles whose ALFRED interaction poses coincide share one location, as in
+    ALFWorld's own PDDL; otherwise each gets its own.
     """
     static = static_receptacle_types(data)
     receptacles: list[Receptacle] = []
@@ -110,7 +128,7 @@ def build_receptacles(
         # FloorPlan420, has ``Bathtub|...|SinkBasin``), so the suffix is replaced, never appended.
         full_id = "|".join(rid.split("|")[:4] + [rtype]) if kind in _BASINS else rid
         loc = pose_location(pose)
-        while loc in taken:  # one receptacle per pose keeps "go to" and "look" unambiguous
+        while loc in taken and not colocate:  # one receptacle per pose keeps "go to" and "look" simple
             loc = (loc[0], loc[1], loc[2], loc[3] + 15)
         taken.add(loc)
         receptacles.append(Receptacle(full_id, rtype, loc))
@@ -143,12 +161,17 @@ def holders_of(data: AlfredData, otype: str, receptacles: list[Receptacle]) -> l
 
 
 def sample_object_counts(
-    data: AlfredData, layout: Layout, receptacles: list[Receptacle], rng: random.Random
+    data: AlfredData,
+    layout: Layout,
+    receptacles: list[Receptacle],
+    rng: random.Random,
+    choices: tuple[int, ...] = (1, 1, 1, 2, 2, 3),
+    max_objects: int = MAX_OBJECTS,
 ) -> dict[str, int]:
-    """How many instances of each object type present in the room (1-3 each, at most ``MAX_OBJECTS``)."""
+    """How many instances of each object type in the room: one of ``choices`` each, at most ``max_objects``."""
     candidates = sorted(t for t in layout.types & pickupable_types(data) if holders_of(data, t, receptacles))
-    counts = {t: rng.choice((1, 1, 1, 2, 2, 3)) for t in candidates}
-    while sum(counts.values()) > MAX_OBJECTS:
+    counts = {t: rng.choice(choices) for t in candidates}
+    while sum(counts.values()) > max_objects:
         victim = rng.choice(sorted(t for t, n in counts.items() if n > 0))
         counts[victim] -= 1
     return {t: n for t, n in counts.items() if n > 0}
@@ -160,12 +183,14 @@ def place_objects(
     receptacles: list[Receptacle],
     rng: random.Random,
     forbidden: dict[str, frozenset[str]],
+    dense_weight: int = 1,
 ) -> list[SceneObject]:
     """Puts ``counts[t]`` instances of each type ``t`` into allowed receptacles.
 
     Args:
         forbidden: object type -> receptacle types its instances must not start in (so that a
             task's goal does not hold at the start).
+        dense_weight: how many times likelier a ``DENSE_SURFACES`` receptacle is chosen (1: uniform).
     """
     objects = []
     used = {r.rid for r in receptacles}
@@ -178,8 +203,40 @@ def place_objects(
             while oid in used:  # ids name PDDL objects: they must be unique
                 oid = alfred_id(otype, rng)
             used.add(oid)
-            objects.append(SceneObject(oid, otype, rng.choice(options).rid))
+            if dense_weight == 1:
+                holder = rng.choice(options)
+            else:
+                weights = [dense_weight if r.rtype in DENSE_SURFACES else 1 for r in options]
+                holder = rng.choices(options, weights)[0]
+            objects.append(SceneObject(oid, otype, holder.rid))
     return objects
+
+
+def place_fixed_objects(
+    layout: Layout, receptacles: list[Receptacle], rng: random.Random, taken_ids: set[str]
+) -> list[SceneObject]:
+    """One instance of each ``FIXED_HOLDERS`` type the floor plan has, on a surface that may show it."""
+    objects = []
+    for otype, holder_types in sorted(FIXED_HOLDERS.items()):
+        options = [r for r in receptacles if r.rtype in holder_types]
+        if otype not in layout.types or not options:
+            continue
+        oid = alfred_id(otype, rng)
+        while oid in taken_ids:
+            oid = alfred_id(otype, rng)
+        taken_ids.add(oid)
+        objects.append(SceneObject(oid, otype, rng.choice(options).rid))
+    return objects
+
+
+def fix_some_containers(
+    receptacles: list[Receptacle], rng: random.Random, share: float, kinds: frozenset[str]
+) -> list[Receptacle]:
+    """``receptacles`` with about ``share`` of those of ``kinds`` (cabinets, drawers) made non-openable."""
+    return [
+        Receptacle(r.rid, r.rtype, r.location, openable=False) if r.rtype in kinds and rng.random() < share else r
+        for r in receptacles
+    ]
 
 
 def agent_start(receptacles: list[Receptacle], rng: random.Random) -> tuple[int, int, int, int]:

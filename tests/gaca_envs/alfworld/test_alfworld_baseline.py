@@ -144,3 +144,15 @@ def test_read_room_counts_what_the_text_shows():
 )
 def test_room_kind_from_receptacles(receptacles, kind):
     assert room_kind(receptacles) == kind
+
+
+def test_searching_agent_examines_a_receptacle_sharing_its_place():
+    agent = SearchingAgent(ROOM)
+    agent.act()
+    agent.act("You arrive at cabinet 1. On the cabinet 1, you see a candle 1.")
+    # cabinet 2 stands where cabinet 1 is: "go to" does nothing, "examine" shows it.
+    assert agent.act("Nothing happens.") == "examine cabinet 2"
+    assert agent.act("The cabinet 2 is closed.") == "open cabinet 2"
+    assert agent.act("You open the cabinet 2. The cabinet 2 is open. In it, you see a spraybottle 1.") == (
+        "take spraybottle 1 from cabinet 2"
+    )

@@ -154,7 +154,7 @@ def test_easy_difficulty_is_small_pick_and_place_and_native_matches_textworld(tm
 
 
 def test_generate_rejects_bad_difficulty_and_engine(tmp_path):
-    with pytest.raises(ValueError, match="difficulty must be one of standard, easy, got 'hard'"):
+    with pytest.raises(ValueError, match="difficulty must be one of standard, easy, real, got 'hard'"):
         generate(tmp_path, 1, difficulty="hard")
     with pytest.raises(ValueError, match="engine must be one of native, textworld, got 'x'"):
         generate(tmp_path, 1, engine="x")
@@ -175,3 +175,42 @@ def test_basins_are_named_as_in_alfred_with_one_basin_suffix(games):
         problem = g["game"]["pddl_problem"].lower()
         assert "_bar_sinkbasin_bar_sinkbasin" not in problem and "_bar_bathtubbasin_bar_bathtubbasin" not in problem
     assert any("_bar_sinkbasin " in g["game"]["pddl_problem"].lower() for g in games)
+
+
+def test_real_difficulty_rooms_have_alfworlds_features_and_standard_is_unchanged():
+    from gaca_envs.alfworld.pddl import problem_pddl
+    from gaca_envs.alfworld.scenes import FIXED_HOLDERS, pickupable_types
+
+    data = load_alfred_data()
+    real, standard = [], []
+    for index in range(36):
+        for attempt in range(30):
+            spec = sample_game(data, "train", 0, index, attempt, "real")
+            if spec is not None:
+                real.append(spec)
+                break
+        standard.append(next(s for a in range(30) if (s := sample_game(data, "train", 0, index, a)) is not None))
+    assert {s.task.task_type for s in real} == set(TASK_TYPES.values())
+    receptacles = [r for s in real for r in s.scene.receptacles]
+    shut = [r for r in receptacles if not r.openable]
+    assert shut and {r.rtype for r in shut} <= {"Cabinet", "Drawer"}
+    assert any(len({r.location for r in s.scene.receptacles}) < len(s.scene.receptacles) for s in real)
+    fixed = [o for s in real for o in s.scene.objects if o.otype in FIXED_HOLDERS]
+    assert fixed and not {o.otype for o in fixed} & pickupable_types(data)
+    for spec in real:
+        types = {r.rid: r.rtype for r in spec.scene.receptacles}
+        for obj in spec.scene.objects:
+            if obj.otype in FIXED_HOLDERS:
+                assert types[obj.receptacle] in FIXED_HOLDERS[obj.otype]
+        ids = [r.rid for r in spec.scene.receptacles] + [o.oid for o in spec.scene.objects]
+        assert len(set(ids)) == len(ids)
+        text = problem_pddl(data, spec.scene, spec.task, "t")
+        for r in spec.scene.receptacles:
+            assert (f"(openable {mangle(r.rid)})" in text) == (r.openable and r.rtype in data.openable)
+        for obj in spec.scene.objects:
+            assert (f"(pickupable {mangle(obj.oid)})" in text) == (obj.otype in pickupable_types(data))
+    # Denser rooms than standard on the same indices; standard keeps one place per receptacle.
+    assert sum(len(s.scene.objects) for s in real) > 1.3 * sum(len(s.scene.objects) for s in standard)
+    for spec in standard:
+        assert all(r.openable for r in spec.scene.receptacles)
+        assert len({r.location for r in spec.scene.receptacles}) == len(spec.scene.receptacles)

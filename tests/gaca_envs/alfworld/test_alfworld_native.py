@@ -23,6 +23,7 @@ import parity_alfworld  # noqa: E402
 
 PARITY_GAMES = 30
 PARITY_STEPS = 15
+REAL_PARITY_GAMES = 6
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +49,21 @@ def test_parity_subset_matches_textworld(parity_root, monkeypatch, capsys):
         p.parent.parent.name.split("-")[0] for p in (parity_root / "json_2.1.1" / "train").glob("*/*/game.tw-pddl")
     }
     assert len(kinds) == 6
+
+
+@pytest.mark.slow
+def test_parity_subset_on_real_difficulty_games(tmp_path, monkeypatch, capsys):
+    # Games of the `real` difficulty (issue 16): receptacles sharing a place, cabinets and drawers
+    # that do not open, fixed scene objects, denser surfaces. Walkthrough + one walk per game.
+    monkeypatch.setattr(parity_alfworld, "WALK_STEPS", PARITY_STEPS)
+    argv = ["--games", str(REAL_PARITY_GAMES), "--walks", "1", "--difficulty", "real", "--data", str(tmp_path)]
+    status = parity_alfworld.main(argv)
+    out = capsys.readouterr().out
+    assert status == 0, out
+    assert f"parity: {REAL_PARITY_GAMES} games" in out and " 0 mismatches" in out
+    problems = [json.loads(p.read_text())["pddl_problem"] for p in tmp_path.glob("json_2.1.1/train/*/*/game.tw-pddl")]
+    fixed = ("HousePlantType", "TelevisionType", "SinkType", "MirrorType")  # scenes.FIXED_HOLDERS
+    assert any(f" {kind})" in p.split("(:init", 1)[1] for p in problems for kind in fixed)
 
 
 def test_env_defaults_to_native_and_matches_textworld_env(game_files):
