@@ -116,7 +116,6 @@ def _run_alfworld(job: dict) -> dict:
 
     import gaca_envs  # noqa: F401  (registers the env ids in the worker process)
     from gaca_train.config import GACAConfig
-    from gaca_train.tiny import save_tiny_model
     from gaca_train.trainer import GACATrainer
 
     torch.set_num_threads(job["threads"])
@@ -130,10 +129,9 @@ def _run_alfworld(job: dict) -> dict:
     class HeldOut(TrainerCallback):
         def on_step_end(self, args, state, control, **kwargs):
             if state.global_step % job["eval_every"] == 0 or state.global_step == state.max_steps:
-                ckpt = save_tiny_model(model, tokenizer, out / "current")
                 rng = torch.get_rng_state()  # the evaluation seeds torch; training sampling must not notice
                 report = quickstart_cpu.measure(
-                    ckpt, env_kwargs, fields, job["eval_episodes"], out / f"eval_{state.global_step}", "valid_seen"
+                    model, tokenizer, env_kwargs, fields, job["eval_episodes"], "valid_seen", None
                 )
                 torch.set_rng_state(rng)
                 curves["episodes"].append(state.global_step * job["episodes_per_iteration"])
@@ -291,9 +289,7 @@ def _shared_warm_start(args: argparse.Namespace, fields: dict, env_kwargs: dict,
         return {**info, "reused": True}
     model, tokenizer, n_pairs = quickstart_cpu.warm_start(fields, env_kwargs, qargs, warm_dir)
     save_tiny_model(model, tokenizer, warm_dir / "model")
-    before = quickstart_cpu.measure(
-        warm_dir / "model", env_kwargs, fields, args.eval_episodes, warm_dir / "eval", "valid_seen"
-    )
+    before = quickstart_cpu.measure(model, tokenizer, env_kwargs, fields, args.eval_episodes, "valid_seen", None)
     info = {"key": key, "sft_pairs": n_pairs, "before": before["success_rate"], "seconds": time.perf_counter() - start}
     (warm_dir / "warm.json").write_text(json.dumps(info))
     return {**info, "reused": False}
