@@ -237,7 +237,10 @@ def discounted_returns(reward: torch.Tensor, traj: torch.Tensor, step: torch.Ten
 
 def _sorted_returns(reward: torch.Tensor, traj: torch.Tensor, slot: torch.Tensor, gamma: float) -> torch.Tensor:
     """discounted_returns over rows sorted by (traj, slot): G_k = r_k + gamma^(gap) G_next, a doubling scan."""
-    order = torch.argsort(traj * (int(slot.max()) + 1) + slot)
+    # Two stable sorts rather than one combined key: traj * (max slot + 1) + slot overflows int64
+    # once the slots reach about 2**63 / trajectories, and then interleaves trajectories silently.
+    order = torch.sort(slot, stable=True).indices
+    order = order[torch.sort(traj[order], stable=True).indices]
     t, s = traj[order], slot[order]
     b = reward[order]
     a = torch.zeros_like(b)
@@ -372,7 +375,7 @@ def compute_advantages(
     parts = _episode_and_step_parts(rows, cfg)
     a_e, a_s = parts.episode_advantage, parts.step_advantage
     weight = z = None
-    nll = rows.nll.to(_F64)
+    nll = rows.nll.to(_F64, copy=True)  # the result must not share memory with the rows
     if estimator == "grpo":
         advantage = a_e
     elif estimator == "gigpo":
@@ -388,15 +391,21 @@ def compute_advantages(
         advantage = weight * base
 
     dtype = rows.reward.dtype
+
+    def out(x: torch.Tensor) -> torch.Tensor:
+        # copy=True: without it a float64 batch would return tensors that alias one another
+        # (GRPO's advantage is its episode advantage), so changing one would change the other.
+        return x.to(dtype, copy=True)
+
     return Advantages(
-        advantage=advantage.to(dtype),
-        episode_advantage=a_e.to(dtype),
-        step_advantage=a_s.to(dtype),
+        advantage=out(advantage),
+        episode_advantage=out(a_e),
+        step_advantage=out(a_s),
         has_step_signal=parts.has_step_signal,
-        returns=parts.returns.to(dtype),
-        episode_return=parts.episode_return.to(dtype),
-        weight=None if weight is None else weight.to(dtype),
-        criticality=None if z is None else z.to(dtype),
+        returns=out(parts.returns),
+        episode_return=out(parts.episode_return),
+        weight=None if weight is None else out(weight),
+        criticality=None if z is None else out(z),
         anchor_group=parts.anchor_group,
         nll=nll,
         estimator=estimator,

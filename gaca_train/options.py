@@ -7,7 +7,8 @@ help text says so. The trainer's ``GACAConfig`` mirrors these fields.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields
+import numbers
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 __all__ = ["ESTIMATORS", "EstimatorConfig"]
@@ -73,10 +74,15 @@ class EstimatorConfig:
             value = getattr(self, name)
             if value not in choices:
                 raise ValueError(f"{name} must be one of {choices}, got {value!r}")
-        for f in fields(self):
+        for f in fields(EstimatorConfig):  # not fields(self): GACAConfig inherits these options
+            if f.name in _CHOICES:
+                continue
             value = getattr(self, f.name)
-            if f.name not in _CHOICES and not (isinstance(value, (int, float)) and math.isfinite(value)):
+            if isinstance(value, bool):  # bool is an int to Python, but gamma=True is a mistake
+                raise ValueError(f"{f.name} must be a finite number, not a bool, got {value!r}")
+            if not (isinstance(value, numbers.Real) and math.isfinite(value)):
                 raise ValueError(f"{f.name} must be a finite number, got {value!r}")
+            setattr(self, f.name, float(value))  # NumPy scalars become plain floats
         if not 0.0 <= self.gamma <= 1.0:
             raise ValueError(f"gamma must be in [0, 1], got {self.gamma}")
         for name in ("omega", "eta", "invalid_action_penalty"):
@@ -98,9 +104,9 @@ class EstimatorConfig:
 
     def to_kwargs(self) -> dict[str, Any]:
         """The options as keyword arguments of :func:`gaca_train.advantages.compute_advantages`."""
-        return asdict(self)
+        return {name: getattr(self, name) for name in EstimatorConfig.option_names()}
 
     @classmethod
     def option_names(cls) -> tuple[str, ...]:
-        """Names of every option, in declaration order."""
-        return tuple(f.name for f in fields(cls))
+        """Names of every estimator option, in declaration order (a subclass's own fields excluded)."""
+        return tuple(f.name for f in fields(EstimatorConfig))

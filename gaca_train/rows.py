@@ -46,12 +46,46 @@ def anchor_ids(keys: Iterable[str]) -> torch.Tensor:
     return torch.tensor(ids, dtype=torch.int64)
 
 
+_EXPECTED = {"int": "integer ids", "float": "numbers", "bool": "bools"}
+_STRING_HINT = {
+    "anchor": "hash string anchor keys with gaca_train.rows.anchor_ids(keys), or build the rows with "
+    "StepRows.from_steps and an `anchor_key` per record",
+    "valid": "pass True/False per row (e.g. [v == 'True' for v in values])",
+}
+
+
+def _holds_strings(value: Any) -> bool:
+    if isinstance(value, (str, bytes)):
+        return True
+    kind = getattr(getattr(value, "dtype", None), "kind", None)
+    if kind is not None:  # a NumPy array: strings, bytes or objects
+        return kind in "USO" and any(isinstance(v, (str, bytes)) for v in value.ravel().tolist())
+    try:
+        return any(_holds_strings(v) for v in value)
+    except TypeError:  # not iterable
+        return False
+
+
 def _as_tensor(name: str, value: Any, kind: str) -> torch.Tensor:
-    """Converts lists and arrays leniently (ints to int64, numbers to float); tensors are kept as given."""
+    """Converts lists and arrays leniently (ints to int64, numbers to float); tensors keep their dtype.
+
+    The result is always a copy, so that a later change to the caller's tensor or array cannot
+    reach the rows (``torch.as_tensor`` would share a NumPy array's memory).
+    """
     if isinstance(value, torch.Tensor):
-        tensor = value
+        tensor = value.clone()
     else:
-        tensor = torch.as_tensor(value)
+        try:
+            tensor = torch.tensor(value)
+        except (TypeError, ValueError, RuntimeError) as e:
+            if _holds_strings(value):  # torch's own message here is "too many dimensions 'str'"
+                hint = _STRING_HINT.get(
+                    name, "map string ids to integers first (gaca_train.rows.anchor_ids(ids) gives stable 64-bit ids)"
+                )
+                raise TypeError(f"StepRows.{name} must hold {_EXPECTED[kind]}, got strings; {hint}") from e
+            raise TypeError(
+                f"StepRows.{name} must be a 1-D sequence of {_EXPECTED[kind]}, got {value!r:.80}: {e}"
+            ) from e
         if kind == "int" and not tensor.is_floating_point() and tensor.dtype != torch.bool:
             tensor = tensor.to(torch.int64)
         elif kind == "float" and not tensor.is_floating_point():
@@ -78,10 +112,13 @@ class StepRows:
             rollout policy (mean or sum over its tokens).
         valid: bool [R], whether the response parsed into an action.
 
-    Lists and NumPy arrays are converted to tensors. The rows are validated on construction,
+    Lists and NumPy arrays are converted to tensors, and every field is copied, so changing the
+    caller's tensors afterwards does not change the rows. The rows are validated on construction,
     so every estimator can assume a well-formed batch.
 
     Raises:
+        TypeError: naming the field, for strings (hash anchor keys with :func:`anchor_ids`) or
+            values that do not convert to a tensor.
         ValueError: naming the field, for an empty batch, unequal lengths, a wrong dtype,
             non-finite rewards or NLLs, negative steps, a duplicate (traj, step) pair or a
             trajectory whose rows lie in two groups.
