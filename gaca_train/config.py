@@ -12,7 +12,7 @@ from trl import GRPOConfig
 
 from gaca_train.advantages import ESTIMATORS, EstimatorConfig
 
-# The estimator options of METHOD.md: GACAConfig mirrors EstimatorConfig field for field (tested).
+# The estimator options of METHOD.md: GACAConfig inherits them from EstimatorConfig.
 ESTIMATOR_FIELDS: tuple[str, ...] = EstimatorConfig.option_names()
 _CHOICES: dict[str, tuple[Any, ...]] = {
     "estimator": ESTIMATORS,
@@ -24,8 +24,9 @@ _CHOICES: dict[str, tuple[Any, ...]] = {
 
 
 @dataclass
-class GACAConfig(GRPOConfig):
-    r"""Configuration of [`GACATrainer`]: every [`trl.GRPOConfig`] field plus the ones below.
+class GACAConfig(GRPOConfig, EstimatorConfig):
+    r"""Configuration of [`GACATrainer`]: every [`trl.GRPOConfig`] field, every estimator option of
+    [`gaca_train.options.EstimatorConfig`] (inherited, so each is declared once) and the fields below.
 
     An iteration plays ``tasks_per_iteration`` tasks ``rollouts_per_task`` times each (one group per
     task, each group on one rank) and is one TRL step (``global_step`` counts iterations, so
@@ -157,25 +158,8 @@ class GACAConfig(GRPOConfig):
     nll_reduction: str = field(
         default="mean", metadata={"help": "Step NLL from token log-probs: `mean` or `sum` over the response."}
     )
-    gamma: float = field(default=0.95, metadata={"help": "Discount of the step-level return-to-go."})
-    omega: float = field(default=1.0, metadata={"help": "GiGPO's weight of the step-level advantage."})
-    lambda0: float = field(default=0.5, metadata={"help": "GACA's base weight of the step-level signal, in [0, 1)."})
-    eta: float = field(default=0.25, metadata={"help": "GACA/reweight modulation strength by standardised NLL."})
-    modulation: str = field(default="linear", metadata={"help": "GACA's weight map: `linear` (clipped) or `sigmoid`."})
-    lambda_min: float = field(default=0.0, metadata={"help": "Lower clip of GACA's per-step weight (linear)."})
-    lambda_max: float = field(default=1.0, metadata={"help": "Upper clip of GACA's per-step weight (linear)."})
-    episode_norm: str = field(default="mean_std", metadata={"help": "Episode advantage: `mean_std` or `mean`."})
-    step_norm: str = field(default="mean_std", metadata={"help": "Step (anchor) advantage: `mean_std` or `mean`."})
-    nll_norm: str = field(default="group", metadata={"help": "Standardise NLL within the `group` or the `batch`."})
-    eps: float = field(default=1e-6, metadata={"help": "Added to standard deviations before dividing."})
-    invalid_action_penalty: float = field(
-        default=0.1, metadata={"help": "Subtracted from the reward of a step whose response did not parse."}
-    )
-    reweight_base: str = field(default="grpo", metadata={"help": "Base advantage of `reweight`: grpo or gigpo."})
-    w_max: float = field(default=3.0, metadata={"help": "Upper clip of the `reweight` estimator's weights."})
-    preset: str | None = field(
-        default=None, metadata={"help": "`verl-agent` reproduces the public GiGPO implementation's numbers."}
-    )
+    # The estimator options themselves (gamma, omega, lambda0, eta, ..., preset) are EstimatorConfig's fields,
+    # inherited: declared once, in gaca_train/options.py.
 
     def __post_init__(self) -> None:
         if isinstance(self.env_kwargs, str):
@@ -269,7 +253,7 @@ class GACAConfig(GRPOConfig):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be >= 1 or None, got {value}")
-        EstimatorConfig(**{name: getattr(self, name) for name in ESTIMATOR_FIELDS})  # raises naming the field
+        EstimatorConfig.__post_init__(self)  # the estimator options; raises naming the field
         if self.task_ids is not None and len(self.task_ids) == 0:
             raise ValueError("task_ids must be None or a non-empty list of task ids, got []")
         if self.prompt_template is not None:
@@ -284,8 +268,7 @@ class GACAConfig(GRPOConfig):
 
     def estimator_kwargs(self) -> dict[str, Any]:
         """The keyword arguments of ``compute_advantages`` besides ``rows`` (estimator and its options)."""
-        kwargs = {name: getattr(self, name) for name in ESTIMATOR_FIELDS}
-        return {"estimator": self.estimator, **kwargs}
+        return {"estimator": self.estimator, **self.to_kwargs()}
 
 
 def _check_template(template: str) -> None:

@@ -1,7 +1,7 @@
 """Estimator options: one validated dataclass shared by the library, the trainer and the scripts.
 
 Every field is a METHOD.md option; where a value is our choice rather than the paper's, its
-help text says so. The trainer's ``GACAConfig`` mirrors these fields.
+help text says so. The trainer's ``GACAConfig`` inherits these fields (TRL's parser reads them from there).
 """
 
 from __future__ import annotations

@@ -9,15 +9,30 @@ from gaca_train.config import ESTIMATOR_FIELDS, GACAConfig
 from tests.gaca_train.tiny_setup import tiny_config
 
 
-def test_mirrors_every_estimator_option_with_the_same_default():
-    defaults = {f.name: f.default for f in dataclasses.fields(GACAConfig)}
+def test_estimator_options_are_inherited_not_redeclared():
+    # One source per field: GACAConfig declares none of the estimator options itself, and its
+    # dataclass fields are EstimatorConfig's (same default, same help).
+    assert issubclass(GACAConfig, EstimatorConfig)
+    own = {f.name: f for f in dataclasses.fields(GACAConfig)}
     for f in dataclasses.fields(EstimatorConfig):
-        assert f.name in defaults, f.name
-        assert defaults[f.name] == f.default, f.name
-        assert dataclasses.fields(GACAConfig)[[g.name for g in dataclasses.fields(GACAConfig)].index(f.name)].metadata[
-            "help"
-        ]
+        assert f.name not in GACAConfig.__annotations__, f.name
+        assert own[f.name] is f, f.name
+        assert own[f.name].metadata["help"]
     assert EstimatorConfig.option_names() == ESTIMATOR_FIELDS
+
+
+def test_trl_parser_reads_the_estimator_options_from_the_command_line(tmp_path):
+    from trl import TrlParser
+
+    (args,) = TrlParser((GACAConfig,)).parse_args_and_config(
+        ["--output_dir", str(tmp_path), "--use_cpu", "--bf16", "false", "--report_to", "none"]
+        + ["--tasks_per_iteration", "2", "--gamma", "0.9", "--eta", "0", "--preset", "verl-agent"]
+    )
+    assert (args.gamma, args.eta, args.preset, args.lambda0) == (0.9, 0.0, "verl-agent", 0.5)
+    assert args.estimator_kwargs() == {
+        "estimator": "gaca",
+        **EstimatorConfig(gamma=0.9, eta=0.0, preset="verl-agent").to_kwargs(),
+    }
 
 
 def test_estimator_kwargs_round_trip_into_estimator_config(tmp_path):
