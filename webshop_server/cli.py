@@ -14,8 +14,10 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import sys
+import typing
 from collections.abc import Sequence
 
 from webshop_server.app import create_app
@@ -25,22 +27,42 @@ from webshop_server.shop import Shop, ShopConfig
 logger = logging.getLogger("webshop_server")
 
 
+# Older spellings that keep working next to the generated ``--field-name`` option.
+_ALIASES: dict[str, tuple[str, ...]] = {"session_ttl_s": ("--session-ttl",)}
+
+
+def add_config_options(parser: argparse.ArgumentParser) -> None:
+    """Adds one ``--field-name`` option per :class:`ShopConfig` field: its type, default and help.
+
+    The options are generated from the dataclass, so a new ShopConfig field reaches the command
+    line without a second declaration. A bool field gets ``--name`` / ``--no-name``; an optional
+    one (``str | None``) takes its inner type and defaults to None.
+    """
+    hints = typing.get_type_hints(ShopConfig)
+    group = parser.add_argument_group("shop", "ShopConfig fields (webshop_server.shop.ShopConfig)")
+    for f in dataclasses.fields(ShopConfig):
+        kind = hints[f.name]
+        inner = [t for t in typing.get_args(kind) if t is not type(None)]
+        if inner:  # X | None
+            (kind,) = inner
+        names = (f"--{f.name.replace('_', '-')}", *_ALIASES.get(f.name, ()))
+        help_text = f"{f.metadata.get('help', '')} (default: %(default)s)"
+        if kind is bool:
+            group.add_argument(
+                *names, action=argparse.BooleanOptionalAction, default=f.default, dest=f.name, help=help_text
+            )
+        else:
+            group.add_argument(*names, type=kind, default=f.default, dest=f.name, help=help_text)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The command-line options."""
+    """The command-line options: the shop's (generated from ShopConfig) and the server's."""
     p = argparse.ArgumentParser(prog="webshop-server", description="Serve the self-hosted WebShop.")
-    p.add_argument("--catalog", default="embedded", help="'embedded' (default) or a folder of original data files")
-    p.add_argument("--n-products", type=int, default=1000, help="size of the embedded catalog (default 1000)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the embedded catalog and its goals")
-    p.add_argument(
-        "--goals-file", default=None, help="serve this file's goals (from --write-goals, or the original's goal list)"
-    )
+    add_config_options(p)
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=3000, help="port (default 3000)")
     p.add_argument("--workers", type=int, default=1, help="worker processes; >1 uses gunicorn (default 1)")
     p.add_argument("--threads", type=int, default=4, help="threads per gunicorn worker (default 4)")
-    p.add_argument("--cache-dir", default=None, help="search index cache folder ('' disables caching)")
-    p.add_argument("--session-ttl", type=float, default=600.0, help="idle seconds before a session expires")
-    p.add_argument("--show-attrs", action="store_true", help="show the Attributes button on item pages")
     p.add_argument("--access-log", action="store_true", help="log every request (off by default)")
     p.add_argument("--write-goals", metavar="PATH", default=None, help="write the goal list to PATH and exit")
     return p
@@ -48,15 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def config_from_args(args: argparse.Namespace) -> ShopConfig:
     """The shop config the arguments describe (validated)."""
-    return ShopConfig(
-        catalog=args.catalog,
-        n_products=args.n_products,
-        seed=args.seed,
-        goals_file=args.goals_file,
-        cache_dir=args.cache_dir,
-        session_ttl_s=args.session_ttl,
-        show_attrs=args.show_attrs,
-    )
+    return ShopConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(ShopConfig)})
 
 
 def serve_gunicorn(app, host: str, port: int, workers: int, threads: int, access_log: bool) -> None:

@@ -22,7 +22,9 @@ class ShopConfig:
     catalog: str = field(default="embedded", metadata={"help": "'embedded' or a folder of original data files"})
     n_products: int = field(default=1000, metadata={"help": "size of the embedded catalog"})
     seed: int = field(default=0, metadata={"help": "seed of the embedded catalog and its goals"})
-    goals_file: str | None = field(default=None, metadata={"help": "read goals from this file (see read_goals)"})
+    goals_file: str | None = field(
+        default=None, metadata={"help": "serve this file's goals (from --write-goals, or the original's goal list)"}
+    )
     cache_dir: str | None = field(default=None, metadata={"help": "search index cache; None: default, '': off"})
     session_ttl_s: float = field(default=600.0, metadata={"help": "idle seconds before a session expires"})
     max_sessions: int = field(default=100_000, metadata={"help": "most sessions kept at once"})
