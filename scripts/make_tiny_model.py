@@ -36,6 +36,8 @@ def expert_steps(
     step_noise: float = 0.0,
     prompts: PromptBuilder | None = None,
     train_on_noise: bool = True,
+    invalid_noise: float = 0.0,
+    searching: float = 0.0,
 ) -> list[tuple[list[dict[str, str]], str]]:
     """(chat messages, response) per step of expert episodes; random admissible actions if no expert.
 
@@ -46,7 +48,14 @@ def expert_steps(
     ``prompts`` renders the steps (default: the env family's template with ``history_length``), so the
     demonstrations look exactly like the prompts of the run that uses them. With ``train_on_noise=False``
     a random step is played but not kept as a demonstration: the data then shows recovering from a
-    random action (in the history) without teaching to take one.
+    random action (in the history) without teaching to take one. With ``invalid_noise`` p, before a
+    step the episode plays, with probability p, an action the env rejects (the previous action again,
+    or one that was admissible a step ago and is not now), never kept as a demonstration: the next
+    demonstration then shows what to do after the env's "Nothing happens.", the state a policy's own
+    mistakes lead to and that experts never reach. With ``searching`` q (ALFWorld), a share q of the
+    games is demonstrated by :class:`~gaca_envs.alfworld.baseline.SearchingAgent` in a random search
+    order instead of the privileged expert (no noise in those games): it reads only the text, so its
+    demonstrations show looking for the object, and taking it only where it is seen.
     """
     if prompts is None:
         system, template = template_for(env_id)
@@ -57,7 +66,33 @@ def expert_steps(
     for task in task_ids:
         obs, info = env.reset(seed=seed, options={"task_id": task})
         history: list[tuple[str, str]] = []
+        previous: list[str] = []  # the admissible actions one step ago
+        searcher = None
+        if searching and rng.random() < searching:
+            from gaca_envs.alfworld.baseline import SearchingAgent
+
+            searcher = SearchingAgent(obs, rng=random.Random(rng.random()))
         for step in range(max_steps):
+            if searcher is not None:
+                action = searcher.act(obs if step else None)
+                pairs.append((prompts.messages(info["task"], step, obs, info["admissible_actions"], history),
+                              f"<think> </think> <action> {action} </action>"))  # fmt: skip
+                history.append((obs, action))
+                obs, _, terminated, truncated, info = env.step(action)
+                if terminated or truncated:
+                    break
+                continue
+            if invalid_noise and history and rng.random() < invalid_noise:
+                now = set(info["admissible_actions"])
+                rejected = [history[-1][1]] if history[-1][1] not in now else sorted(set(previous) - now)
+                if rejected:
+                    action = rng.choice(rejected)
+                    history.append((obs, action))
+                    previous = info["admissible_actions"]
+                    obs, _, terminated, truncated, info = env.step(action)
+                    if terminated or truncated:
+                        break
+                    continue
             action = info.get("expert_action") or rng.choice(info["admissible_actions"])
             noise = False
             if info.get("fork") and rng.random() < fork_noise:
@@ -68,6 +103,7 @@ def expert_steps(
                 messages = prompts.messages(info["task"], step, obs, info["admissible_actions"], history)
                 pairs.append((messages, f"<think> </think> <action> {action} </action>"))
             history.append((obs, action))
+            previous = info["admissible_actions"]
             obs, _, terminated, truncated, info = env.step(action)
             if terminated or truncated:
                 break

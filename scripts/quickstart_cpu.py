@@ -52,7 +52,7 @@ _T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262)
 # What makes two runs comparable with the reference table (everything but the seed and the output folder).
 _SETTINGS = ("env", "config", "estimator", "iterations", "sft_steps", "sft_lr", "hidden_size", "eval_episodes",
              "train_games", "eval_games", "train_eval_tasks", "fork_noise", "step_noise", "train_on_noise",
-             "warm_start")  # fmt: skip
+             "invalid_noise", "searching", "warm_start")  # fmt: skip
 
 
 def load_config(path: Path, out: Path, overrides: dict) -> tuple[dict, dict]:
@@ -186,7 +186,8 @@ def warm_start(fields: dict, env_kwargs: dict, args: argparse.Namespace, out: Pa
     prompts = prompt_builder(fields)
     pairs = make_tiny_model.expert_steps(
         env_id, env_kwargs, train_ids, fields["history_length"], steps, args.seed, args.fork_noise, args.step_noise,
-        prompts=prompts, train_on_noise=args.train_on_noise,
+        prompts=prompts, train_on_noise=args.train_on_noise, invalid_noise=args.invalid_noise,
+        searching=args.searching,
     )  # fmt: skip
     corpus = [m["content"] for msgs, _ in pairs for m in msgs] + [r for _, r in pairs]
     if args.env == "alfworld":  # the env's vocabulary: words of the held-out games too (they are not trained on)
@@ -229,6 +230,18 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--fork-noise", type=float, default=None, help="CriticalChain: random fork demos (default 1)")
     parser.add_argument("--step-noise", type=float, default=None, help="random demos per step (ALFWorld default 0.2)")
     parser.add_argument(
+        "--invalid-noise",
+        type=float,
+        default=None,
+        help="demos that first play a rejected action, then recover (ALFWorld default 0.0)",
+    )
+    parser.add_argument(
+        "--searching",
+        type=float,
+        default=None,
+        help="ALFWorld: share of train games demonstrated by the text-only searching agent (default 0.0)",
+    )
+    parser.add_argument(
         "--warm-start", default=None, help="load this saved warm start instead of running SFT (same games and seed)"
     )
     parser.add_argument(
@@ -250,6 +263,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.eval_episodes = 2 if args.env == "alfworld" else 4
     if args.sft_steps is None:
         args.sft_steps = 1000 if args.env == "alfworld" else 300
+    if args.searching is None:
+        args.searching = 0.0
+    if args.invalid_noise is None:
+        args.invalid_noise = 0.0
     if args.step_noise is None:
         args.step_noise = 0.2 if args.env == "alfworld" else 0.0
     return args

@@ -87,6 +87,9 @@ class SearchingAgent:
         first_observation: the observation returned by ``reset`` (room and task).
         data: ALFRED's rules (which receptacle kinds hold which object kinds).
         patterns: :func:`task_patterns` (pass them to avoid recompiling per game).
+        rng: when given, the receptacles are searched in an order drawn from it (holders of the
+            object still first) instead of the room's order: demonstrations of a search that does
+            not always start at the same place.
     """
 
     def __init__(
@@ -94,10 +97,13 @@ class SearchingAgent:
         first_observation: str,
         data: AlfredData | None = None,
         patterns: list[tuple[re.Pattern[str], str]] | None = None,
+        rng: random.Random | None = None,
     ) -> None:
         data = data or load_alfred_data()
         self.task = parse_task(task_text(first_observation), patterns or task_patterns(data))
         self.receptacles = _search_order(room_receptacles(first_observation))
+        if rng is not None:
+            rng.shuffle(self.receptacles)
         self._holds = {rtype.lower(): {o.lower() for o in objs} for rtype, objs in data.receptacle_objects.items()}
         for holder in LAMP_HOLDERS:
             self._holds.setdefault(holder.lower(), set()).update(lamp.lower() for lamp in LAMPS)

@@ -120,3 +120,65 @@ def test_seed_sweep_writes_paired_table_and_single_runs_compare_with_it(tmp_path
     assert "this run's +0.000 is outside that range" in quickstart_cpu.compare_with_reference(run)
     run["settings"] = {"env": "alfworld", "iterations": 5}
     assert "settings differ" in quickstart_cpu.compare_with_reference(run)
+
+
+def _demo_games(tmp_path, n: int) -> tuple[dict, list[str]]:
+    import gymnasium as gym
+
+    from gaca_envs.alfworld.generate import generate
+
+    generate(tmp_path, n, seed=1, split="train", difficulty="easy", engine="native")
+    kwargs = {"data_path": str(tmp_path), "split": "train", "max_steps": 10}
+    probe = gym.make("GACA-ALFWorld-v0", **kwargs)
+    ids = list(probe.unwrapped.task_ids)
+    probe.close()
+    return kwargs, ids
+
+
+def _demo_parts(pairs: list) -> list[tuple[str, str, str]]:
+    """(current observation, admissible actions text, demonstrated action) per demonstration."""
+    parts = []
+    for messages, response in pairs:
+        text = messages[-1]["content"]
+        observation = text.split("Current observation:")[1].split("\nAdmissible actions:")[0].strip()
+        parts.append(
+            (
+                observation,
+                text.split("Admissible actions:")[1],
+                response.split("<action>")[1].split("</action>")[0].strip(),
+            )
+        )
+    return parts
+
+
+@pytest.mark.slow
+def test_expert_steps_invalid_noise_demonstrates_recovery_after_a_rejected_action(tmp_path):
+    _, make_tiny_model = _scripts()
+    kwargs, ids = _demo_games(tmp_path, 4)
+    clean = _demo_parts(make_tiny_model.expert_steps("GACA-ALFWorld-v0", kwargs, ids, 2, 10, seed=0))
+    noisy = _demo_parts(
+        make_tiny_model.expert_steps("GACA-ALFWorld-v0", kwargs, ids, 2, 10, seed=0, invalid_noise=0.5)
+    )
+    assert not any(obs == "Nothing happens." for obs, _, _ in clean)  # experts never reach a rejected action
+    after_rejected = [(adm, action) for obs, adm, action in noisy if obs == "Nothing happens."]
+    assert after_rejected  # the rejected actions are played, and the demonstrations after them kept
+    for _, adm, action in noisy:  # but no demonstration is a rejected action
+        assert f"'{action}'" in adm
+
+
+@pytest.mark.slow
+def test_expert_steps_searching_takes_only_what_it_sees(tmp_path):
+    _, make_tiny_model = _scripts()
+    kwargs, ids = _demo_games(tmp_path, 6)
+    expert = make_tiny_model.expert_steps("GACA-ALFWorld-v0", kwargs, ids, 2, 10, seed=0)
+    searching = _demo_parts(
+        make_tiny_model.expert_steps("GACA-ALFWorld-v0", kwargs, ids, 2, 10, seed=0, searching=1.0)
+    )
+    assert len(searching) >= len(expert)  # a search takes at least the expert's steps
+    takes = [(obs, action) for obs, _, action in searching if action.startswith("take ")]
+    assert takes
+    for obs, action in takes:  # "take apple 1 from fridge 1" right after seeing "a apple 1" there
+        item, where = action.removeprefix("take ").split(" from ")
+        assert f"a {item}" in obs and where in obs
+    for _, adm, action in searching:
+        assert f"'{action}'" in adm
