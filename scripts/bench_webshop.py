@@ -30,13 +30,20 @@ from concurrent.futures import ProcessPoolExecutor
 import numpy as np
 
 
+def _shop(cache_dir: str):
+    """The embedded 1k shop with its index cached under ``cache_dir``, title nouns by the fallback."""
+    from webshop_server import Shop, ShopConfig
+
+    return Shop.from_config(ShopConfig(cache_dir=cache_dir, title_nouns="fallback"))
+
+
 def bench_env(episodes: int, cache_dir: str) -> dict:
     """Per-step wall time of the in-process text env on the 1k catalog."""
     from gaca_envs.webshop.env import WebShopEnv
     from webshop_server import create_app
-    from webshop_server.testing import build_test_shop, oracle_actions
+    from webshop_server.expert import oracle_actions
 
-    shop = build_test_shop(cache_dir)
+    shop = _shop(cache_dir)
     env = WebShopEnv(app=create_app({"title_nouns": "fallback"}, shop=shop), split="all")
     times = []
     for n in range(episodes):
@@ -85,7 +92,7 @@ def _request_mix(shop, n: int = 300) -> list[str]:
 
 
 def _time_start(args: list[str], cache_dir: str) -> tuple[float, subprocess.Popen, int]:
-    from webshop_server.testing import free_port, start_server
+    from webshop_server.process import free_port, start_server
 
     port = free_port()
     started = time.perf_counter()
@@ -95,9 +102,9 @@ def _time_start(args: list[str], cache_dir: str) -> tuple[float, subprocess.Pope
 
 def bench_http(seconds: float, clients: int, workers: int, threads: int, cache_dir: str) -> list[dict]:
     """Server start times and requests/s with ``clients`` client processes, for 1 and ``workers`` workers."""
-    from webshop_server.testing import build_test_shop, stop_server
+    from webshop_server.process import stop_server
 
-    shop = build_test_shop(cache_dir)
+    shop = _shop(cache_dir)
     paths = _request_mix(shop)
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-cold-") as cold_cache:

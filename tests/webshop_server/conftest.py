@@ -4,8 +4,8 @@ import json
 
 import pytest
 
+from tests.webshop_server.helpers import build_test_shop
 from webshop_server import create_app
-from webshop_server.testing import build_test_shop
 
 
 @pytest.fixture(scope="session")

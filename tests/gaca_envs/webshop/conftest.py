@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.webshop_server.helpers import build_test_shop
 from webshop_server import create_app
-from webshop_server.testing import build_test_shop
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ from gymnasium.utils.env_checker import check_env
 import gaca_envs  # noqa: F401 - registers the ids
 from gaca_envs.webshop.browser import WebShopBrowserEnv
 from gaca_envs.webshop.env import WebShopEnv
-from webshop_server.testing import oracle_actions
+from webshop_server.expert import oracle_actions
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 

@@ -11,7 +11,7 @@ from gymnasium.utils.env_checker import check_env
 import gaca_envs  # noqa: F401 - registers the ids
 from gaca_envs.anchors import INFO_KEYS
 from gaca_envs.webshop.env import WebShopEnv
-from webshop_server.testing import oracle_actions
+from webshop_server.expert import oracle_actions
 
 ASIN_CLICK = re.compile(r"click\[b[0-9a-z]{9}\]")
 

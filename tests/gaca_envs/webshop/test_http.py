@@ -11,7 +11,8 @@ import pytest
 
 from gaca_envs.webshop.backends import WebShopServerError
 from gaca_envs.webshop.env import WebShopEnv
-from webshop_server.testing import free_port, oracle_actions, start_server, stop_server
+from webshop_server.expert import oracle_actions
+from webshop_server.process import free_port, start_server, stop_server
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,8 @@
-"""Helpers for tests and sanity checks: a small shop, and an oracle that solves a goal."""
+"""Run ``webshop-server`` as a child process: pick a free port, start it, wait for it, stop it.
+
+For benchmarks and tests that need the server over real HTTP (scripts/bench_webshop.py,
+tests/gaca_envs/webshop/test_http.py); ``webshop-server --port N`` in a shell does the same.
+"""
 
 from __future__ import annotations
 
@@ -9,26 +13,7 @@ import sys
 import time
 import urllib.request
 
-from webshop_server import Shop, ShopConfig
-
-
-def build_test_shop(cache_dir: str, n_products: int = 1000) -> Shop:
-    """The embedded 1k shop with its index cached under ``cache_dir``, title nouns by the fallback."""
-    return Shop.from_config(ShopConfig(cache_dir=cache_dir, n_products=n_products, title_nouns="fallback"))
-
-
-def oracle_actions(shop: Shop, goal_index: int) -> list[str]:
-    """Actions that buy the goal's target product with the goal's options (it is on results page 1)."""
-    goal = shop.goals[goal_index]
-    product = shop.catalog.by_asin[goal["asin"]]
-    hits = shop.search(tuple(product["Title"].lower().split()))
-    position = [p["asin"] for p in hits].index(goal["asin"])
-    actions = [f"search[{product['Title'].lower()}]"]
-    actions += ["click[next >]"] * (position // 10)
-    actions.append(f"click[{goal['asin'].lower()}]")
-    actions += [f"click[{v}]" for v in goal["goal_options"]]
-    actions.append("click[buy now]")
-    return actions
+__all__ = ["free_port", "start_server", "stop_server"]
 
 
 def free_port() -> int:
