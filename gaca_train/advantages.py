@@ -19,7 +19,7 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import cached_property
 
 import torch
@@ -353,7 +353,7 @@ def compute_advantages(
         rows: the batch (R rows), see :class:`StepRows`.
         estimator: ``"grpo"`` (section 1), ``"gigpo"`` (section 3), ``"gaca"`` (section 4) or
             ``"reweight"`` (section 5, scalar NLL reweighting of ``reweight_base``).
-        config: the options; default :class:`EstimatorConfig()`.
+        config: the options, an :class:`EstimatorConfig` or a ``GACAConfig``; default ``EstimatorConfig()``.
         **options: overrides of ``config``'s fields (``gamma=0.9``, ``preset="verl-agent"``...).
 
     Returns:
@@ -370,7 +370,9 @@ def compute_advantages(
         raise TypeError(
             f"unknown estimator option(s) {unknown}; valid options: {list(EstimatorConfig.option_names())}"
         )
-    cfg = replace(config or EstimatorConfig(), **options)
+    # A plain EstimatorConfig of the options, also when ``config`` is a GACAConfig (a subclass):
+    # dataclasses.replace would rebuild, and re-validate, the whole training config.
+    cfg = EstimatorConfig(**{**(config or EstimatorConfig()).to_kwargs(), **options})
 
     parts = _episode_and_step_parts(rows, cfg)
     a_e, a_s = parts.episode_advantage, parts.step_advantage

@@ -42,6 +42,19 @@ def test_estimator_kwargs_round_trip_into_estimator_config(tmp_path):
     assert EstimatorConfig(**kwargs) == EstimatorConfig(eta=0.5, w_max=2.0, preset="verl-agent")
 
 
+def test_a_training_config_is_an_estimator_config(tmp_path):
+    from gaca_train.advantages import compute_advantages
+    from tests.gaca_train.batches import two_trajectory_batch
+
+    args = tiny_config(tmp_path, eta=1.0, gamma=0.5, episode_norm="mean")
+    rows = two_trajectory_batch(nll=[1.5, 1.0, 0.5, 1.0])
+    expected = compute_advantages(rows, **args.estimator_kwargs()).advantage
+    assert compute_advantages(rows, "gaca", config=args).advantage.equal(expected)
+    assert compute_advantages(rows, "gaca", config=args, eta=0.0).advantage.equal(
+        compute_advantages(rows, "gaca", eta=0.0, gamma=0.5, episode_norm="mean").advantage
+    )
+
+
 def test_groups_map_onto_trl_batch_fields(tmp_path):
     # One TRL step = one iteration: the rank's batch is all its episodes, one generation per step.
     args = tiny_config(tmp_path, tasks_per_iteration=3, rollouts_per_task=4, mini_batch_rows=16)
