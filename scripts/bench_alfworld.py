@@ -38,7 +38,7 @@ def _policy(rng: random.Random, admissible: list[str]) -> str:
 
 def bench_engines(files: list[str], steps: int, seed: int) -> dict[str, dict[str, float]]:
     """Both engines on the same games and commands (engine level, one process, one core)."""
-    from gaca_envs.alfworld.engine import make_engine
+    from gaca_envs.alfworld.engines import make_engine
 
     native = make_engine("native")
     rng = random.Random(seed)

@@ -30,7 +30,8 @@ import sys
 import time
 from pathlib import Path
 
-from gaca_envs.alfworld.engine import EngineState, TextWorldEngine
+from gaca_envs.alfworld.engines.base import EngineState
+from gaca_envs.alfworld.engines.textworld import TextWorldEngine
 from gaca_envs.alfworld.generate import DIFFICULTIES, generate
 from gaca_envs.anchors import anchor_digest
 
@@ -199,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     cache = Path(args.cache) if args.cache else None
     native = None
     if not args.reference_only:
-        from gaca_envs.alfworld.native import NativeEngine
+        from gaca_envs.alfworld.engines.native import NativeEngine
 
         native = NativeEngine()
     start = time.perf_counter()

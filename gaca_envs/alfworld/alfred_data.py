@@ -34,6 +34,9 @@ TASK_TYPES: Mapping[int, str] = MappingProxyType(
     }
 )
 
+# ALFWorld's splits: the folders of ``json_2.1.1`` (valid_unseen uses rooms train never shows).
+SPLITS: tuple[str, ...] = ("train", "valid_seen", "valid_unseen")
+
 ROOM_KINDS: tuple[str, ...] = ("Kitchen", "LivingRoom", "Bedroom", "Bathroom")
 
 

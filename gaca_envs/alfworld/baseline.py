@@ -20,6 +20,7 @@ from collections.abc import Generator
 from dataclasses import dataclass, field
 
 from gaca_envs.alfworld.alfred_data import AlfredData, load_alfred_data
+from gaca_envs.alfworld.domain import APPLIANCE_OF_TASK
 from gaca_envs.alfworld.scenes import LAMP_HOLDERS, LAMPS
 from gaca_envs.alfworld.text import kind_of, receptacle_view, room_receptacles, task_text
 
@@ -33,11 +34,6 @@ _TASKS = (
     "pick_cool_then_place_in_recep",
     "pick_two_obj_and_place",
 )
-_APPLIANCE = {
-    "pick_clean_then_place_in_recep": ("clean", "sinkbasin"),
-    "pick_heat_then_place_in_recep": ("heat", "microwave"),
-    "pick_cool_then_place_in_recep": ("cool", "fridge"),
-}
 
 
 @dataclass(frozen=True)
@@ -195,8 +191,9 @@ class SearchingAgent:
                 if lamp is not None:
                     yield f"use {lamp.split('|')[0]}"
                 return
-            if task.task_type in _APPLIANCE:
-                verb, appliance_kind = _APPLIANCE[task.task_type]
+            if task.task_type in APPLIANCE_OF_TASK:
+                spec = APPLIANCE_OF_TASK[task.task_type]
+                verb, appliance_kind = spec.verb, spec.kind
                 appliance = next((r for r in self.receptacles if kind_of(r) == appliance_kind), None)
                 if appliance is None:
                     return

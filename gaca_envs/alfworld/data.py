@@ -22,8 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gaca_envs.alfworld.alfred_data import TASK_TYPES
-from gaca_envs.alfworld.generate import GENERATOR_VERSION, SPLITS, generate
+from gaca_envs.alfworld.alfred_data import SPLITS, TASK_TYPES
 
 # Games generated per split when the env fills the cache itself (the CLI can make more).
 DEFAULT_CACHE_GAMES = {"train": 120, "valid_seen": 30, "valid_unseen": 30}
@@ -126,6 +125,9 @@ def ensure_generated(
         num: games to generate for the split (default ``DEFAULT_CACHE_GAMES[split]``).
         seed: generator seed.
     """
+    # The generator (scenes, PDDL writer, solver) is imported only when generated games are used.
+    from gaca_envs.alfworld.generate import GENERATOR_VERSION, generate
+
     base = (root or cache_root()) / f"gen-v{GENERATOR_VERSION}-seed{seed}"
     done = base / f".{split}.done"
     if done.exists():

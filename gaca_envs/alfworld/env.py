@@ -13,10 +13,10 @@ from typing import Any
 import gymnasium as gym
 from gymnasium import spaces
 
+from gaca_envs.alfworld.alfred_data import SPLITS
 from gaca_envs.alfworld.data import GameRecord, collect_games, ensure_generated, real_data_root
-from gaca_envs.alfworld.engine import ENGINES, Engine, EngineState, make_engine, read_game_file
-from gaca_envs.alfworld.generate import SPLITS
-from gaca_envs.alfworld.pddl import TaskParams
+from gaca_envs.alfworld.domain import TaskParams
+from gaca_envs.alfworld.engines import ENGINES, Engine, EngineState, make_engine, read_game_file
 from gaca_envs.alfworld.solver import NoPlanError, solve
 from gaca_envs.anchors import anchor_digest
 
@@ -84,7 +84,7 @@ class ALFWorldEnv(gym.Env[str, str]):
         max_steps: steps before truncation (ALFWorld evaluates with 50).
         reward_on_success: reward of the winning step.
         expert: add ``info["expert_action"]``.
-        engine: game engine: ``"native"`` (default; :mod:`gaca_envs.alfworld.native`, same text and
+        engine: game engine: ``"native"`` (default; :mod:`gaca_envs.alfworld.engines.native`, same text and
             states as TextWorld's, hundreds of times faster, supports :meth:`save_state`) or
             ``"textworld"`` (ALFWorld's stock TextWorld/Fast Downward engine, the reference).
         render_mode: ``None`` or ``"ansi"``.
@@ -264,7 +264,7 @@ class ALFWorldEnv(gym.Env[str, str]):
         """
         if self._state is None or self._engine is None or self._record is None:
             raise RuntimeError("save_state() called before reset(); call env.reset() first")
-        if not hasattr(self._engine, "get_state"):
+        if not self._engine.supports_snapshots:
             raise RuntimeError(f"save_state() needs engine='native'; this env uses engine={self._engine_name!r}")
         return ALFWorldSnapshot(
             self._record, self._engine.get_state(), self._state, self._obs, self._task_text, self._steps, self._done
@@ -281,7 +281,7 @@ class ALFWorldEnv(gym.Env[str, str]):
             raise TypeError(f"snapshot must come from save_state(), got {type(snapshot).__name__}")
         if self._engine is None:
             self._engine = make_engine(self._engine_name)
-        if not hasattr(self._engine, "set_state"):
+        if not self._engine.supports_snapshots:
             raise RuntimeError(f"restore_state() needs engine='native'; this env uses engine={self._engine_name!r}")
         if self._loaded != snapshot.record.game_file:
             self._loaded = None

@@ -40,8 +40,10 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from gaca_envs.alfworld.alfred_data import TASK_TYPES, AlfredData, load_alfred_data
-from gaca_envs.alfworld.pddl import TaskParams, problem_pddl
+from gaca_envs.alfworld.alfred_data import SPLITS, TASK_TYPES, AlfredData, load_alfred_data
+from gaca_envs.alfworld.domain import APPLIANCE_OF_TASK, TaskParams
+from gaca_envs.alfworld.engines import ENGINES, make_engine
+from gaca_envs.alfworld.pddl_writer import problem_pddl
 from gaca_envs.alfworld.scenes import (
     LAMPS,
     MAX_OBJECTS,
@@ -63,7 +65,6 @@ from gaca_envs.alfworld.solver import NoPlanError, solve
 # so a version 2 game is the version 1 game with its names fixed.
 GENERATOR_VERSION = 2
 _RNG_NAMESPACE = "gaca-alfworld-v1"
-SPLITS = ("train", "valid_seen", "valid_unseen")
 DIFFICULTIES = ("standard", "easy", "real")
 # ``real`` rooms (issue 16, in progress; figures from docs/alfworld.md's room statistics): share of
 # cabinets and drawers that do not open (16% of those seen in real transcripts), object counts per
@@ -75,12 +76,6 @@ REAL_DENSE_WEIGHT = 3
 EASY_RECEPTACLES = 5
 MAX_WALKTHROUGH = 40  # keeps every game winnable well within ALFWorld's 50-step cap
 MAX_ATTEMPTS = 30
-# Appliance each transforming task uses; its own type is not a placement target for that task.
-_APPLIANCE = {
-    "pick_clean_then_place_in_recep": ("Cleanable", "SinkBasin"),
-    "pick_heat_then_place_in_recep": ("Heatable", "Microwave"),
-    "pick_cool_then_place_in_recep": ("Coolable", "Fridge"),
-}
 
 
 def is_held_out(task_type: str, object_type: str, target_type: str) -> bool:
@@ -122,7 +117,10 @@ def _task_options(
     if task_type == "look_at_obj_in_light":
         lamps = [lamp for lamp in LAMPS if lamp in layout_types and holders_of(data, lamp, receptacles)]
         return [(o, lamp) for o in sorted(counts) for lamp in lamps]
-    prop, appliance = _APPLIANCE.get(task_type, (None, None))
+    # A transforming task needs its appliance in the room, and never places the object on it.
+    appliance_of_task = APPLIANCE_OF_TASK.get(task_type)
+    prop = appliance_of_task.capability if appliance_of_task else None
+    appliance = appliance_of_task.receptacle_type if appliance_of_task else None
     if appliance is not None and appliance not in rtypes:
         return []
     for o in sorted(counts):
@@ -242,8 +240,6 @@ def write_game(data: AlfredData, spec: GameSpec, json_root: Path, engine) -> Pat
 
 
 def _generate_range(args: tuple[str, str, int, Sequence[int], str, str]) -> list[str]:
-    from gaca_envs.alfworld.engine import make_engine
-
     out, split, seed, indices, difficulty, engine_name = args
     data = load_alfred_data()
     engine = make_engine(engine_name)
@@ -290,8 +286,6 @@ def generate(
     Raises:
         ValueError: for a bad split, count, worker number, difficulty or engine.
     """
-    from gaca_envs.alfworld.engine import ENGINES
-
     if split not in SPLITS:
         raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
     if difficulty not in DIFFICULTIES:

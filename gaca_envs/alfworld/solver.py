@@ -14,13 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from gaca_envs.alfworld.pddl import TaskParams
-
-_APPLIANCE = {
-    "pick_clean_then_place_in_recep": ("isclean", "sinkbasin", "clean"),
-    "pick_heat_then_place_in_recep": ("ishot", "microwave", "heat"),
-    "pick_cool_then_place_in_recep": ("iscool", "fridge", "cool"),
-}
+from gaca_envs.alfworld.domain import APPLIANCE_OF_TASK, TaskParams
 
 
 class NoPlanError(RuntimeError):
@@ -134,8 +128,9 @@ def _place_task(w: _World, task: TaskParams, count: int) -> None:
     placed = [o for o in placed if w.inside[o] == target_r]  # the goal wants them in one receptacle
     for _ in range(count - len(placed)):
         o = _fetch(w, obj, exclude=set(placed))
-        if task.task_type in _APPLIANCE:
-            flag, appliance, verb = _APPLIANCE[task.task_type]
+        if task.task_type in APPLIANCE_OF_TASK:
+            spec = APPLIANCE_OF_TASK[task.task_type]
+            flag, appliance, verb = spec.state_predicate, spec.kind, spec.verb
             if (flag, o) not in w.flags:
                 tools = w.of_type(appliance, w.rtype)
                 if not tools:
@@ -153,8 +148,8 @@ def _place_task(w: _World, task: TaskParams, count: int) -> None:
 
 
 def _ready(w: _World, task: TaskParams, o: str) -> bool:
-    if task.task_type in _APPLIANCE:
-        return (_APPLIANCE[task.task_type][0], o) in w.flags
+    if task.task_type in APPLIANCE_OF_TASK:
+        return (APPLIANCE_OF_TASK[task.task_type].state_predicate, o) in w.flags
     return True
 
 
@@ -190,7 +185,7 @@ def solve(facts: Iterable[str], names: Mapping[str, str], task: TaskParams) -> l
         _look_task(w, task)
     elif task.task_type == "pick_two_obj_and_place":
         _place_task(w, task, count=2)
-    elif task.task_type in _APPLIANCE or task.task_type == "pick_and_place_simple":
+    elif task.task_type in APPLIANCE_OF_TASK or task.task_type == "pick_and_place_simple":
         _place_task(w, task, count=1)
     else:
         raise NoPlanError(f"unsupported task type {task.task_type!r}")

@@ -6,7 +6,7 @@ import warnings
 
 import pytest
 
-from gaca_envs.alfworld.engine import contained_side_effects
+from gaca_envs.alfworld.engines.textworld import contained_side_effects
 
 
 @pytest.fixture(scope="module")

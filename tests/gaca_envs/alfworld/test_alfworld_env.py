@@ -8,7 +8,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import gaca_envs
-from gaca_envs.alfworld.engine import GameFileError
+from gaca_envs.alfworld.engines import GameFileError
 from gaca_envs.alfworld.env import ALFWorldEnv
 
 
@@ -209,7 +209,7 @@ def test_corrupt_or_unsolvable_game_files_are_named_in_the_error(tmp_path, games
 
 
 def test_engine_first_reset_after_load_equals_a_translated_reset(games):
-    from gaca_envs.alfworld.engine import TextWorldEngine
+    from gaca_envs.alfworld.engines.textworld import TextWorldEngine
 
     engine = TextWorldEngine()
     g = games[1]

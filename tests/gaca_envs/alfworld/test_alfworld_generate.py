@@ -5,8 +5,8 @@ import json
 import pytest
 
 from gaca_envs.alfworld.alfred_data import TASK_TYPES, load_alfred_data
+from gaca_envs.alfworld.domain import mangle
 from gaca_envs.alfworld.generate import generate, is_held_out, main, sample_game
-from gaca_envs.alfworld.pddl import mangle
 from gaca_envs.alfworld.scenes import LAMPS, MAX_OBJECTS, MAX_RECEPTACLES
 
 
@@ -96,7 +96,7 @@ def test_scenes_have_closed_containers_and_distractors():
         assert len({o.otype for o in spec.scene.objects}) >= 8  # many objects besides the target
     # Openable receptacles start closed: the problem has no "opened" fact.
     data = load_alfred_data()
-    from gaca_envs.alfworld.pddl import problem_pddl
+    from gaca_envs.alfworld.pddl_writer import problem_pddl
 
     text = problem_pddl(data, kitchens[0].scene, kitchens[0].task, "t")
     assert "(openable " in text and "(opened " not in text
@@ -178,7 +178,7 @@ def test_basins_are_named_as_in_alfred_with_one_basin_suffix(games):
 
 
 def test_real_difficulty_rooms_have_alfworlds_features_and_standard_is_unchanged():
-    from gaca_envs.alfworld.pddl import problem_pddl
+    from gaca_envs.alfworld.pddl_writer import problem_pddl
     from gaca_envs.alfworld.scenes import FIXED_HOLDERS, pickupable_types
 
     data = load_alfred_data()

@@ -13,9 +13,10 @@ import gymnasium as gym
 import pytest
 
 import gaca_envs  # noqa: F401  (registers GACA-ALFWorld-v0)
-from gaca_envs.alfworld.engine import GameFileError, TextWorldEngine
-from gaca_envs.alfworld.native import NativeEngine
-from gaca_envs.alfworld.native.engine import demangle
+from gaca_envs.alfworld.domain import demangle
+from gaca_envs.alfworld.engines import GameFileError
+from gaca_envs.alfworld.engines.native import NativeEngine
+from gaca_envs.alfworld.engines.textworld import TextWorldEngine
 
 REPO = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(REPO / "scripts"))

@@ -1,56 +1,24 @@
 """Writes a scene and a goal as a PDDL problem in the format of ALFWorld's ``initial_state.pddl``.
 
-Names follow ALFRED: ids such as ``Apple|-01.75|+00.88|+00.24`` are mangled the way ALFRED's
-generator does (``|`` -> ``_bar_``, ``-`` -> ``_minus_``, ...), which ALFWorld's ``Demangler``
-turns back into ``apple 1``, ``sinkbasin 2``, ...
+The writer side of ALFWorld's PDDL (the native engine reads it back with
+:mod:`gaca_envs.alfworld.engines.native.pddl_reader`). Names follow ALFRED: ids such as
+``Apple|-01.75|+00.88|+00.24`` are mangled the way ALFRED's generator does
+(:func:`~gaca_envs.alfworld.domain.mangle`), which ALFWorld's ``Demangler`` turns back into
+``apple 1``, ``sinkbasin 2``, ...
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from gaca_envs.alfworld.alfred_data import AlfredData
+from gaca_envs.alfworld.domain import APPLIANCES, TaskParams, mangle
 from gaca_envs.alfworld.scenes import LAMPS, Scene, pickupable_types, static_receptacle_types
-
-_MANGLE = {"-": "_minus_", "#": "-", "|": "_bar_", "+": "_plus_", ".": "_dot_", ",": "_comma_"}
-_MANGLE_RE = re.compile("|".join(re.escape(k) for k in _MANGLE))
-
-
-def mangle(name: str) -> str:
-    """ALFRED's PDDL-safe spelling of an id (``PlannedGameState.fix_pddl_str_chars``)."""
-    return _MANGLE_RE.sub(lambda m: _MANGLE[m.group(0)], name)
 
 
 def location_name(loc: tuple[int, int, int, int]) -> str:
     """``loc|x|z|rotation|horizon`` mangled."""
     return mangle("loc|{}|{}|{}|{}".format(*loc))
-
-
-@dataclass(frozen=True)
-class TaskParams:
-    """ALFWorld's ``pddl_params`` plus the task type.
-
-    Empty strings mean "not used", as in ALFWorld's ``traj_data.json``.
-    """
-
-    task_type: str
-    object_target: str
-    parent_target: str = ""
-    toggle_target: str = ""
-    mrecep_target: str = ""
-    object_sliced: bool = False
-
-    def as_pddl_params(self) -> dict[str, object]:
-        """The ``pddl_params`` entry of ``traj_data.json``."""
-        return {
-            "object_target": self.object_target,
-            "parent_target": self.parent_target,
-            "toggle_target": self.toggle_target,
-            "mrecep_target": self.mrecep_target,
-            "object_sliced": self.object_sliced,
-        }
 
 
 def goal_pddl(data: AlfredData, task: TaskParams) -> str:
@@ -84,8 +52,9 @@ def _init_facts(data: AlfredData, scene: Scene) -> list[str]:
     facts += [f"(isReceptacleObject {n})" for n, o in objs if o.otype in data.movable_receptacles]
     facts += [f"(openable {n})" for n, r in recs if r.rtype in data.openable and r.openable]
     facts.append(f"(atLocation agent1 {location_name(scene.agent_location)})")
-    for prop, pred in (("Cleanable", "cleanable"), ("Heatable", "heatable"), ("Coolable", "coolable")):
-        facts += [f"({pred} {n})" for n, o in objs if o.otype in data.action_objects[prop]]
+    for appliance in APPLIANCES:
+        capable = data.action_objects[appliance.capability]
+        facts += [f"({appliance.capability_predicate} {n})" for n, o in objs if o.otype in capable]
     facts += [f"(toggleable {n})" for n, o in objs if o.otype in LAMPS]
     facts += [f"(sliceable {n})" for n, o in objs if o.otype in data.action_objects["Sliceable"]]
     facts += [f"(inReceptacle {n} {mangle(o.receptacle)})" for n, o in objs]

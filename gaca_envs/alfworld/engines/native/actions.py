@@ -6,9 +6,9 @@ translator grounds them for TextWorld (see :mod:`.engine` for the quirks reprodu
 
 from __future__ import annotations
 
-_APPLIANCES = {"cleanobject": "sinkbasintype", "heatobject": "microwavetype", "coolobject": "fridgetype"}
-_PROPERTY = {"cleanobject": "cleanable", "heatobject": "heatable", "coolobject": "coolable"}
-_KNIVES = ("knifetype", "butterknifetype")
+from gaca_envs.alfworld.domain import APPLIANCES, KNIFE_TYPES
+
+_KNIVES = tuple(f"{t.lower()}type" for t in KNIFE_TYPES)
 
 
 def effects(action: str, args: tuple[str, ...]) -> tuple[list, list]:
@@ -88,9 +88,9 @@ def _hand_ops(game, static, a, loc, r, held, is_open) -> list:
                 for rt in rtypes:
                     if (rt, ot) in static.get("cancontain", ()):
                         ops.append(("putobject", (a, loc, o, r, ot, rt)))
-        for action, appliance in _APPLIANCES.items():
-            if appliance in rtypes and (o,) in static.get(_PROPERTY[action], ()):
-                ops.append((action, (a, loc, r, o)))
+        for appliance in APPLIANCES:
+            if appliance.pddl_type in rtypes and (o,) in static.get(appliance.capability_predicate, ()):
+                ops.append((appliance.action, (a, loc, r, o)))
     return ops
 
 

@@ -1,7 +1,7 @@
-"""Reading ALFWorld's PDDL without Fast Downward: s-expressions, the problem, and the goal test.
+"""Reads ALFWorld's PDDL without Fast Downward: s-expressions, the domain check and the problem.
 
 Names are lowercased, as Fast Downward's parser does (TextWorld reports facts that way).
-The goal test lives in :mod:`.goal`.
+The goal test lives in :mod:`.goal`; :mod:`gaca_envs.alfworld.pddl_writer` writes problems.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from gaca_envs.alfworld.engine import GameFileError
+from gaca_envs.alfworld.engines.base import GameFileError
 
 _TOKEN = re.compile(r"\(|\)|[^\s()]+")
 SExpr = str | list  # a token or a list of s-expressions

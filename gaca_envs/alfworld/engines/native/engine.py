@@ -25,11 +25,12 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from gaca_envs.alfworld.engine import DYNAMIC_PREDICATES, EngineState, GameFileError, read_game_file
-from gaca_envs.alfworld.native.actions import effects, operators
-from gaca_envs.alfworld.native.goal import Goal
-from gaca_envs.alfworld.native.grammar import Deriver, Entity, GrammarAction, parse_twl2
-from gaca_envs.alfworld.native.pddl_text import (
+from gaca_envs.alfworld.domain import DYNAMIC_PREDICATES, EFFECT_PREDICATES, demangle
+from gaca_envs.alfworld.engines.base import EngineState, GameFileError, read_game_file
+from gaca_envs.alfworld.engines.native.actions import effects, operators
+from gaca_envs.alfworld.engines.native.goal import Goal
+from gaca_envs.alfworld.engines.native.grammar import Deriver, Entity, GrammarAction, parse_twl2
+from gaca_envs.alfworld.engines.native.pddl_reader import (
     ALFRED_DOMAIN_SHA256,
     domain_digest,
     parse_problem,
@@ -38,11 +39,6 @@ from gaca_envs.alfworld.native.pddl_text import (
 )
 
 NOTHING_HAPPENS = "Nothing happens."
-# Predicates some action of ALFWorld's domain changes; all others never change.
-EFFECT_PREDICATES = frozenset(
-    {"atlocation", "opened", "checked", "inreceptacle", "holds", "holdsany", "objectatlocation"}
-    | {"isclean", "ishot", "iscool", "ison", "istoggled", "issliced"}
-)
 
 
 @dataclass(frozen=True)
@@ -58,29 +54,6 @@ class NativeState:
     facts: frozenset[tuple[str, ...]]
     deleted: frozenset[tuple[str, ...]]
     on: frozenset[str]
-
-
-def demangle(ids: list[str]) -> dict[str, str]:
-    """ALFWorld's ``Demangler`` (``alfworld/agents/utils/misc.py``) without shuffling."""
-    ids = sorted(ids)
-    kinds = {}
-    for id_ in ids:
-        head, sep, _ = id_.partition("_bar_")
-        if sep:
-            kinds[id_] = head + ("basin" if "basin" in id_ else "")
-    counts = Counter(kinds.values())
-    next_number = dict(counts)
-    names = {}
-    for id_ in ids:
-        if id_ not in kinds:
-            text = id_
-            for a, b in (("_bar_", "|"), ("_minus_", "-"), ("_plus_", "+"), ("_dot_", "."), ("_comma_", ",")):
-                text = text.replace(a, b)
-            names[id_] = f"{text} "
-        else:
-            names[id_] = f"{kinds[id_]} {next_number[kinds[id_]]}"
-            next_number[kinds[id_]] -= 1
-    return names
 
 
 class _Store:
@@ -179,11 +152,12 @@ class _Game:
 class NativeEngine:
     """ALFWorld without TextWorld or Fast Downward: same text, admissible commands, facts and goal.
 
-    Implements :class:`gaca_envs.alfworld.engine.Engine`, plus :meth:`get_state` /
-    :meth:`set_state` for branching rollouts.
+    Implements :class:`gaca_envs.alfworld.engines.base.Engine` with snapshots (:meth:`get_state` /
+    :meth:`set_state`) for branching rollouts.
     """
 
     name = "native"
+    supports_snapshots = True
 
     def __init__(self) -> None:
         self._game: _Game | None = None

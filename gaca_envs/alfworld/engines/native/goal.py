@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 
-from gaca_envs.alfworld.engine import GameFileError
-from gaca_envs.alfworld.native.pddl_text import SExpr, typed_list
+from gaca_envs.alfworld.engines.base import GameFileError
+from gaca_envs.alfworld.engines.native.pddl_reader import SExpr, typed_list
 
 Has = Callable[[str, tuple[str, ...]], bool]
 FactsOf = Callable[[str], Iterable[tuple[str, ...]]]

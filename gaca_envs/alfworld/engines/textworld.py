@@ -1,12 +1,7 @@
-"""Game engines behind ``GACA-ALFWorld-v0``: a small interface and the stock TextWorld engine.
+"""ALFWorld's stock engine: TextWorld's ``PddlEnv`` wrapped by ALFWorld's ``AlfredDemangler``.
 
-An engine loads one ALFWorld game file (``game.tw-pddl``: PDDL domain, problem and grammar),
-resets it and applies admissible commands. The env talks to engines only through
-:class:`Engine` and :class:`EngineState`, so a faster engine can replace the TextWorld one.
-
-:class:`TextWorldEngine` is ALFWorld's own text engine: TextWorld's ``PddlEnv`` (Fast Downward
-for the state and planning) wrapped by ALFWorld's ``AlfredDemangler`` (``apple 1`` instead of
-PDDL ids), exactly as ``AlfredTWEnv`` builds it. Library side effects are kept inside:
+:class:`TextWorldEngine` is built exactly as ``AlfredTWEnv`` builds it (Fast Downward for the
+state and planning; ``apple 1`` instead of PDDL ids). Library side effects are kept inside:
 ``alfworld`` is imported without creating ``~/.cache/alfworld`` or changing ``os.environ``, and
 Fast Downward's translator, which rebinds ``sys.argv``, runs with ``sys.argv`` restored after.
 """
@@ -15,103 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import io
-import json
 import os
 import sys
 import tempfile
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-# PDDL predicates that make up the true, changing state of an ALFWorld game (DESIGN.md
-# contract 1): where the agent is, what it holds, where objects are, and object/receptacle
-# status. ``checked``/``examined`` are left out: looking at something changes no state.
-DYNAMIC_PREDICATES = frozenset(
-    {
-        "atlocation",
-        "holds",
-        "holdsany",
-        "inreceptacle",
-        "objectatlocation",
-        "opened",
-        "isclean",
-        "ishot",
-        "iscool",
-        "issliced",
-        "istoggled",
-        "ison",
-    }
-)
-GAME_FILE_KEYS = ("pddl_domain", "grammar", "pddl_problem")
-
-
-class GameFileError(ValueError):
-    """A game file that cannot be loaded or played (corrupt, not ALFWorld's format, unsolvable)."""
-
-
-@dataclass(frozen=True)
-class EngineState:
-    """What an engine reports after a reset or a step.
-
-    Attributes:
-        observation: the game's text (the intro on reset, the feedback after a step).
-        admissible_commands: commands the game accepts now, sorted as ALFWorld sorts them.
-        won: whether the goal holds.
-        facts: the sorted dynamic PDDL facts (``"inreceptacle apple_bar_... fridge_bar_..."``).
-    """
-
-    observation: str
-    admissible_commands: tuple[str, ...]
-    won: bool
-    facts: tuple[str, ...]
-
-
-class Engine(Protocol):
-    """The interface the env uses; see :class:`TextWorldEngine` for the reference."""
-
-    name: str
-
-    def load(self, game_file: str) -> None:
-        """Loads a ``game.tw-pddl`` file. Raises :class:`GameFileError` naming the file."""
-
-    def reset(self) -> EngineState:
-        """Starts the loaded game from its initial state."""
-
-    def step(self, command: str) -> EngineState:
-        """Applies one admissible command."""
-
-    def static_facts(self) -> tuple[str, ...]:
-        """The loaded game's facts that never change (types, receptacle places, properties)."""
-
-    def entity_names(self) -> Mapping[str, str]:
-        """PDDL id -> the name the game text uses (``"apple 1"``)."""
-
-    def close(self) -> None:
-        """Frees the engine's resources."""
-
-
-def read_game_file(path: str) -> dict[str, Any]:
-    """Reads and checks a ``game.tw-pddl`` file.
-
-    Raises:
-        GameFileError: naming the file, if it is not JSON with ALFWorld's keys, or is marked unsolvable.
-    """
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise GameFileError(f"cannot read ALFWorld game file {path}: {e}") from e
-    missing = [k for k in GAME_FILE_KEYS if not isinstance(data, dict) or not isinstance(data.get(k), str)]
-    if missing:
-        raise GameFileError(
-            f"ALFWorld game file {path} lacks {', '.join(missing)}; expected a JSON object with "
-            f"{', '.join(GAME_FILE_KEYS)} as written by alfworld-generate or gaca-alfworld-generate"
-        )
-    if data.get("solvable") is False:
-        raise GameFileError(
-            f'ALFWorld game file {path} is marked unsolvable ("solvable": false); remove it or regenerate it'
-        )
-    return data
+from gaca_envs.alfworld.domain import DYNAMIC_PREDICATES
+from gaca_envs.alfworld.engines.base import EngineState, GameFileError, read_game_file
 
 
 @contextlib.contextmanager
@@ -168,6 +74,7 @@ class TextWorldEngine:
     """
 
     name = "textworld"
+    supports_snapshots = False
 
     def __init__(self) -> None:
         textworld, pddl_env_cls, demangler_cls = _load_textworld()
@@ -251,25 +158,22 @@ class TextWorldEngine:
         """PDDL id -> demangled name, as of the last reset."""
         return dict(self._names)
 
+    def get_state(self) -> Any:
+        """Not supported: TextWorld keeps the state inside Fast Downward's library.
+
+        Raises:
+            RuntimeError: always; the native engine supports snapshots.
+        """
+        raise RuntimeError("TextWorldEngine cannot snapshot its state; use the native engine (engine='native')")
+
+    def set_state(self, state: Any) -> EngineState:
+        """Not supported (see :meth:`get_state`).
+
+        Raises:
+            RuntimeError: always; the native engine supports snapshots.
+        """
+        raise RuntimeError("TextWorldEngine cannot restore a state; use the native engine (engine='native')")
+
     def close(self) -> None:
         """Releases the game (the Fast Downward library copy stays loaded until the process ends)."""
         self._game_file = None
-
-
-ENGINES = ("native", "textworld")
-
-
-def make_engine(name: str) -> Engine:
-    """Builds an engine by name: ``"native"`` (:class:`~gaca_envs.alfworld.native.NativeEngine`,
-    the default of the env) or ``"textworld"`` (:class:`TextWorldEngine`, the reference).
-
-    Raises:
-        ValueError: for an unknown name.
-    """
-    if name == "textworld":
-        return TextWorldEngine()
-    if name == "native":
-        from gaca_envs.alfworld.native import NativeEngine
-
-        return NativeEngine()
-    raise ValueError(f"engine must be one of {', '.join(map(repr, ENGINES))}, got {name!r}")

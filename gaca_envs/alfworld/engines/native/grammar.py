@@ -26,7 +26,7 @@ import textwrap
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from gaca_envs.alfworld.engine import GameFileError
+from gaca_envs.alfworld.engines.base import GameFileError
 
 # Symbols: ("T", text) | ("N", tag) | ("C", expr, query) | ("L", conditional) | ("E", code, source)
 Symbol = tuple
