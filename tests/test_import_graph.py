@@ -1,0 +1,173 @@
+"""The packages' import graph (DESIGN.md "Layout"): no circle among module-level imports, and
+``gaca_envs`` (with its envs built) imports no torch.
+
+The graph is read statically from the source (``ast``), so a circle is found even where the
+import order happens to work today. Only module-level imports form circles that break an import;
+imports inside functions and ``if TYPE_CHECKING:`` blocks are left out.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("gaca_envs", "gaca_train", "webshop_server")
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _module_level_imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
+    """Import statements that run when the module is imported (not in functions or TYPE_CHECKING)."""
+    found, pending = [], list(tree.body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.append(node)
+        elif isinstance(node, ast.If) and _is_type_checking(node.test):
+            pending += node.orelse
+        elif isinstance(node, (ast.If, ast.Try, ast.With, ast.For, ast.While)):
+            for field in ("body", "orelse", "finalbody", "handlers"):
+                pending += getattr(node, field, [])
+        elif isinstance(node, (ast.ExceptHandler, ast.ClassDef)):
+            pending += node.body
+    return found
+
+
+def _targets(node: ast.Import | ast.ImportFrom, module: str, is_package: bool, modules: set[str]) -> set[str]:
+    """The project modules an import statement names (``from p import m`` names ``p.m`` if it is a module)."""
+    if isinstance(node, ast.Import):
+        names = [alias.name for alias in node.names]
+    else:
+        base = node.module or ""
+        if node.level:
+            parent = module.split(".") if is_package else module.split(".")[:-1]
+            parent = parent[: len(parent) - node.level + 1]
+            base = ".".join([*parent, base] if base else parent)
+        names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
+    targets = set()
+    for name in names:
+        while name and name not in modules:  # `import a.b.c` of a non-project module, or an attribute
+            name = name.rpartition(".")[0]
+        if name and name != module:
+            targets.add(name)
+    return targets
+
+
+def import_graph(inside_functions: bool = False) -> dict[str, set[str]]:
+    """Project module -> project modules it imports at module level (or anywhere, ``inside_functions``)."""
+    files = {_module_name(p): p for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))}
+    modules = set(files)
+    graph = {}
+    for module, path in files.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        if inside_functions:
+            nodes = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
+        else:
+            nodes = _module_level_imports(tree)
+        graph[module] = set()
+        for node in nodes:
+            graph[module] |= _targets(node, module, path.name == "__init__.py", modules)
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_graph_reader_finds_a_circle_and_ignores_function_level_imports():
+    graph = {"p.a": {"p.b"}, "p.b": {"p.c"}, "p.c": {"p.a"}, "p.d": {"p.a"}}
+    assert circles(graph) == [["p.a", "p.b", "p.c"]]
+    tree = ast.parse(
+        "import os\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import p.x\n"
+        "try:\n    import p.y\nexcept ImportError:\n    pass\ndef f():\n    import p.z\n"
+    )
+    names = {alias.name for node in _module_level_imports(tree) for alias in node.names}
+    assert names == {"os", "TYPE_CHECKING", "p.y"}
+
+
+def test_the_graph_covers_the_packages_and_resolves_submodule_imports():
+    graph = import_graph()
+    assert {"gaca_envs", "gaca_train", "webshop_server"} <= graph.keys()
+    assert "gaca_envs.alfworld.engines.base" in graph["gaca_envs.alfworld.engines.native.engine"]
+    assert "gaca_envs.registration" in graph["gaca_envs"]
+
+
+def test_no_circle_among_module_level_imports():
+    assert circles(import_graph()) == []
+
+
+def test_no_circle_even_through_imports_inside_functions():
+    # Deferred imports break no import today, but a circle through them is still two modules
+    # that each need the other (as the ALFWorld engine factory and the native engine once did).
+    assert circles(import_graph(inside_functions=True)) == []
+
+
+def test_alfworld_engine_base_imports_no_engine():
+    graph = import_graph()
+    base = graph["gaca_envs.alfworld.engines.base"]
+    assert not {m for m in base if m.startswith("gaca_envs.alfworld.engines.")}, base
+    # The env reaches the engines only through the package's factory, not the generator.
+    assert "gaca_envs.alfworld.generate" not in graph["gaca_envs.alfworld.env"]
+    assert "gaca_envs.alfworld.generate" not in graph["gaca_envs.alfworld.data"]
+
+
+def test_gaca_envs_and_its_envs_import_no_torch():
+    # A fresh interpreter: building each env (no reset, so no games are generated and no server
+    # is asked) must not import torch, TRL or transformers.
+    code = """
+import importlib, json, sys
+import gymnasium as gym
+import gaca_envs
+from gaca_envs.registration import ENV_SPECS
+for env_id in ENV_SPECS:
+    importlib.import_module(gym.spec(env_id).entry_point.split(":")[0])
+for env_id in ("GACA-ALFWorld-v0", "GACA-CriticalChain-v0"):
+    gym.make(env_id).close()
+print(json.dumps(sorted(m for m in ("torch", "trl", "transformers") if m in sys.modules)))
+"""
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
