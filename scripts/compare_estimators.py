@@ -42,41 +42,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 
-SCRIPTS = os.path.dirname(os.path.abspath(__file__))
-
-# Two-sided 95% Student t quantiles for df = 1..30 (larger df use 1.96).
-_T95 = [
-    12.706,
-    4.303,
-    3.182,
-    2.776,
-    2.571,
-    2.447,
-    2.365,
-    2.306,
-    2.262,
-    2.228,
-    2.201,
-    2.179,
-    2.160,
-    2.145,
-    2.131,
-    2.120,
-    2.110,
-    2.101,
-    2.093,
-    2.086,
-    2.080,
-    2.074,
-    2.069,
-    2.064,
-    2.060,
-    2.056,
-    2.052,
-    2.048,
-    2.045,
-    2.042,
-]
+from gaca_train.eval_report import t975
 
 DIAGNOSTIC_ENV = {
     "horizon": 10,
@@ -105,17 +71,14 @@ def _run(job: dict) -> dict:
 
 def _run_alfworld(job: dict) -> dict:
     """One GACATrainer run from the shared warm start; held-out success every ``eval_every`` iterations."""
-    import sys
     from pathlib import Path
 
     import torch
-
-    sys.path.insert(0, SCRIPTS)
-    import quickstart_cpu
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 
     import gaca_envs  # noqa: F401  (registers the env ids in the worker process)
     from gaca_train.config import GACAConfig
+    from gaca_train.experiments import quickstart as quickstart_cpu
     from gaca_train.trainer import GACATrainer
 
     torch.set_num_threads(job["threads"])
@@ -165,8 +128,7 @@ def mean_ci(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     mean = values.mean(axis=0)
     if n < 2:
         return mean, np.zeros_like(mean)
-    t = _T95[n - 2] if n - 1 <= len(_T95) else 1.96
-    return mean, t * values.std(axis=0, ddof=1) / math.sqrt(n)
+    return mean, t975(n - 1) * values.std(axis=0, ddof=1) / math.sqrt(n)
 
 
 def _jobs(args: argparse.Namespace) -> list[dict]:
@@ -275,8 +237,7 @@ def _shared_warm_start(args: argparse.Namespace, fields: dict, env_kwargs: dict,
     """SFT warm start in ``--out/warm`` (reused when its inputs match); returns its ``warm.json`` info."""
     from pathlib import Path
 
-    import quickstart_cpu
-
+    from gaca_train.experiments import quickstart as quickstart_cpu
     from gaca_train.tiny import save_tiny_model
 
     start = time.perf_counter()
@@ -330,11 +291,9 @@ def _alfworld_jobs(args: argparse.Namespace, fields: dict, env_kwargs: dict, bef
 def alfworld_study(args: argparse.Namespace) -> None:
     """The ALFWorld set-up: one shared warm start, then every estimator x seed from it (see the docstring)."""
     import multiprocessing
-    import sys
     from pathlib import Path
 
-    sys.path.insert(0, SCRIPTS)
-    import quickstart_cpu
+    from gaca_train.experiments import quickstart as quickstart_cpu
 
     out = Path(args.out)
     qargs = quickstart_cpu.parse_args(

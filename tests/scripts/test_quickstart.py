@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -10,13 +9,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _scripts():
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import make_tiny_model
-        import quickstart_cpu
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
-    return quickstart_cpu, make_tiny_model
+    from gaca_train.experiments import quickstart, warm_start
+
+    return quickstart, warm_start
 
 
 @pytest.mark.slow

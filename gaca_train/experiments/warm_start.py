@@ -1,0 +1,144 @@
+"""Warm starts: expert demonstrations of an env rendered as chat prompts, and SFT on them.
+
+:func:`expert_steps` plays an env's expert (``expert=True``), optionally with noise that a policy
+will meet (random admissible actions, rejected actions, a searching demonstrator); :func:`sft_warm_start`
+fine-tunes a model on the pairs with TRL's ``SFTTrainer``. ``scripts/make_tiny_model.py`` and the
+CPU quickstart (:mod:`gaca_train.experiments.quickstart`) use both.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+
+import gaca_envs  # noqa: F401  (registers the GACA env ids)
+from gaca_train.rollout import PromptBuilder, template_for
+
+
+def expert_steps(
+    env_id: str,
+    env_kwargs: dict[str, Any],
+    task_ids: list[str],
+    history_length: int,
+    max_steps: int,
+    seed: int,
+    fork_noise: float = 0.0,
+    step_noise: float = 0.0,
+    prompts: PromptBuilder | None = None,
+    train_on_noise: bool = True,
+    invalid_noise: float = 0.0,
+    searching: float = 0.0,
+) -> list[tuple[list[dict[str, str]], str]]:
+    """(chat messages, response) per step of expert episodes; random admissible actions if no expert.
+
+    With ``fork_noise`` p, at states the env marks ``info["fork"]`` the demonstrated action is a random
+    admissible one with probability p: the warm-started policy then walks well but guesses at forks,
+    which leaves RL a credit-assignment problem to solve. With ``step_noise`` p, any step's demonstration
+    is a random admissible action with probability p (the expert then recovers from the state it leads to).
+    ``prompts`` renders the steps (default: the env family's template with ``history_length``), so the
+    demonstrations look exactly like the prompts of the run that uses them. With ``train_on_noise=False``
+    a random step is played but not kept as a demonstration: the data then shows recovering from a
+    random action (in the history) without teaching to take one. With ``invalid_noise`` p, before a
+    step the episode plays, with probability p, an action the env rejects (the previous action again,
+    or one that was admissible a step ago and is not now), never kept as a demonstration: the next
+    demonstration then shows what to do after the env's "Nothing happens.", the state a policy's own
+    mistakes lead to and that experts never reach. With ``searching`` q (ALFWorld), a share q of the
+    games is demonstrated by :class:`~gaca_envs.alfworld.baseline.SearchingAgent` in a random search
+    order instead of the privileged expert (no noise in those games): it reads only the text, so its
+    demonstrations show looking for the object, and taking it only where it is seen.
+    """
+    if prompts is None:
+        system, template = template_for(env_id)
+        prompts = PromptBuilder(system, template, history_length, max_steps)
+    env = gym.make(env_id, **{**env_kwargs, "expert": True})
+    rng = random.Random(seed)
+    pairs = []
+    for task in task_ids:
+        obs, info = env.reset(seed=seed, options={"task_id": task})
+        history: list[tuple[str, str]] = []
+        previous: list[str] = []  # the admissible actions one step ago
+        searcher = None
+        if searching and rng.random() < searching:
+            from gaca_envs.alfworld.baseline import SearchingAgent
+
+            searcher = SearchingAgent(obs, rng=random.Random(rng.random()))
+        for step in range(max_steps):
+            if searcher is not None:
+                action = searcher.act(obs if step else None)
+                pairs.append((prompts.messages(info["task"], step, obs, info["admissible_actions"], history),
+                              f"<think> </think> <action> {action} </action>"))  # fmt: skip
+                history.append((obs, action))
+                obs, _, terminated, truncated, info = env.step(action)
+                if terminated or truncated:
+                    break
+                continue
+            if invalid_noise and history and rng.random() < invalid_noise:
+                now = set(info["admissible_actions"])
+                rejected = [history[-1][1]] if history[-1][1] not in now else sorted(set(previous) - now)
+                if rejected:
+                    action = rng.choice(rejected)
+                    history.append((obs, action))
+                    previous = info["admissible_actions"]
+                    obs, _, terminated, truncated, info = env.step(action)
+                    if terminated or truncated:
+                        break
+                    continue
+            action = info.get("expert_action") or rng.choice(info["admissible_actions"])
+            noise = False
+            if info.get("fork") and rng.random() < fork_noise:
+                action = rng.choice([a for a in info["admissible_actions"] if a.startswith("take")] or [action])
+            elif step_noise and rng.random() < step_noise:
+                action, noise = rng.choice(info["admissible_actions"]), True
+            if train_on_noise or not noise:
+                messages = prompts.messages(info["task"], step, obs, info["admissible_actions"], history)
+                pairs.append((messages, f"<think> </think> <action> {action} </action>"))
+            history.append((obs, action))
+            previous = info["admissible_actions"]
+            obs, _, terminated, truncated, info = env.step(action)
+            if terminated or truncated:
+                break
+    env.close()
+    return pairs
+
+
+def sft_warm_start(
+    model: Any,
+    tokenizer: Any,
+    pairs: list[tuple[list[dict[str, str]], str]],
+    out: str | Path,
+    *,
+    steps: int,
+    lr: float = 3e-3,
+    seed: int = 0,
+    cpu: bool = True,
+) -> None:
+    """Supervised fine-tuning on the expert responses with TRL's SFTTrainer (completion-only loss).
+
+    ``steps`` optimiser steps of 16 shuffled pairs at the constant learning rate ``lr``; TRL's
+    output (logs) goes to ``<out>/sft``.
+    """
+    from datasets import Dataset
+    from trl import SFTConfig, SFTTrainer
+
+    prompts = [tokenizer.apply_chat_template(m, add_generation_prompt=True, tokenize=False) for m, _ in pairs]
+    data = Dataset.from_dict({"prompt": prompts, "completion": [r for _, r in pairs]})
+    config = SFTConfig(
+        output_dir=str(Path(out) / "sft"),
+        max_steps=steps,
+        per_device_train_batch_size=min(16, len(pairs)),
+        learning_rate=lr,
+        lr_scheduler_type="constant",
+        logging_steps=max(1, steps // 5),
+        save_strategy="no",
+        report_to="none",
+        bf16=False,
+        use_cpu=cpu,
+        gradient_checkpointing=False,
+        seed=seed,
+        completion_only_loss=True,
+        disable_tqdm=True,
+    )
+    SFTTrainer(model=model, args=config, train_dataset=data, processing_class=tokenizer).train()
