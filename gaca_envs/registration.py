@@ -1,11 +1,21 @@
-"""Registration of the GACA environment ids with Gymnasium."""
+"""Registration of the GACA environment ids with Gymnasium.
+
+``gym.make`` adds Gymnasium's usual wrappers (the passive env checker, which every env passes,
+and the order enforcer) and no ``TimeLimit``: ``max_episode_steps`` stays ``None`` because each
+env ends its own episodes at its step limit (``env.unwrapped.max_steps``: ALFWorld 50, WebShop 15,
+CriticalChain ``2 * horizon``), which its keyword arguments set. A ``TimeLimit`` built from one
+registered number would cut episodes short whenever the arguments raise the limit
+(CriticalChain with ``horizon=50`` would stop at step 20), and its step counter would disagree
+with the env's after a snapshot is restored. Pass ``gym.make(..., max_episode_steps=N)`` to add
+one anyway. Restore an ALFWorld snapshot with ``env.reset(options={"snapshot": snapshot})``,
+which every wrapper sees.
+"""
 
 from __future__ import annotations
 
 import gymnasium as gym
 
-# id -> (entry point, default kwargs). Max steps are enforced by each env itself (it reports
-# truncation in its own step), so no TimeLimit wrapper is added here.
+# id -> entry point (a string, so that registering imports no env).
 ENV_SPECS: dict[str, str] = {
     "GACA-ALFWorld-v0": "gaca_envs.alfworld.env:ALFWorldEnv",
     "GACA-WebShop-v0": "gaca_envs.webshop.env:WebShopEnv",
@@ -19,4 +29,4 @@ def register_envs() -> None:
     for env_id, entry_point in ENV_SPECS.items():
         if env_id in gym.registry:
             continue
-        gym.register(id=env_id, entry_point=entry_point, disable_env_checker=True)
+        gym.register(id=env_id, entry_point=entry_point)

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
-from gymnasium import spaces
 
 from gaca_envs.alfworld.alfred_data import SPLITS
 from gaca_envs.alfworld.data import GameRecord, collect_games, ensure_generated, real_data_root
@@ -19,6 +18,7 @@ from gaca_envs.alfworld.domain import TaskParams
 from gaca_envs.alfworld.engines import ENGINES, Engine, EngineState, make_engine, read_game_file
 from gaca_envs.alfworld.solver import NoPlanError, solve
 from gaca_envs.anchors import anchor_digest
+from gaca_envs.spaces import TextSpace
 
 NOTHING_HAPPENS = "Nothing happens."
 TEXT_CHARSET = string.printable
@@ -127,8 +127,8 @@ class ALFWorldEnv(gym.Env[str, str]):
             self._records = [_record_from_file(str(f)) for f in game_files]
         elif data_path is not None:
             real_data_root(data_path)  # fail early on a bad folder
-        self.observation_space = spaces.Text(max_length=MAX_TEXT, charset=TEXT_CHARSET)
-        self.action_space = spaces.Text(max_length=256, charset=TEXT_CHARSET)
+        self.observation_space = TextSpace(MAX_TEXT, charset=TEXT_CHARSET)
+        self.action_space = TextSpace(256, charset=TEXT_CHARSET)
         self._engine: Engine | None = None
         self._loaded: str | None = None
         self._record: GameRecord | None = None
@@ -163,7 +163,7 @@ class ALFWorldEnv(gym.Env[str, str]):
         options = dict(options or {})
         task_id = options.pop("task_id", None)
         if options:
-            raise ValueError(f"reset options may only contain 'task_id', got {sorted(options)}")
+            raise ValueError(f"reset options may only contain 'task_id' or 'snapshot', got {sorted(options)}")
         if task_id is None:
             return self.records[int(self.np_random.integers(len(self.records)))]
         for record in self.records:
@@ -176,8 +176,21 @@ class ALFWorldEnv(gym.Env[str, str]):
 
     # Gymnasium API ---------------------------------------------------------------------------
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-        """Starts a game: ``options["task_id"]`` if given, else one drawn with the env's RNG."""
+        """Starts a game: ``options["task_id"]`` if given, else one drawn with the env's RNG.
+
+        ``options={"snapshot": snapshot}`` instead returns to a :meth:`save_state` snapshot (the
+        episode goes on from its step count); through ``gym.make``'s wrappers this is the way to
+        restore, since every wrapper sees a reset.
+
+        Raises:
+            ValueError: for an unknown task id or option.
+            TypeError: if ``options["snapshot"]`` is not an :class:`ALFWorldSnapshot`.
+        """
         super().reset(seed=seed)
+        if options and "snapshot" in options:
+            if len(options) > 1:
+                raise ValueError(f"reset options with 'snapshot' may contain nothing else, got {sorted(options)}")
+            return self.restore_state(options["snapshot"])
         record = self._pick(options)
         if self._engine is None:
             self._engine = make_engine(self._engine_name)
@@ -257,7 +270,9 @@ class ALFWorldEnv(gym.Env[str, str]):
     def save_state(self) -> ALFWorldSnapshot:
         """A snapshot of the episode (game, engine state, step count) for :meth:`restore_state`.
 
-        Lets researchers branch rollouts from any step. Needs ``engine="native"``.
+        Lets researchers branch rollouts from any step. Needs ``engine="native"``. The snapshot is
+        small and picklable; restore it with ``env.reset(options={"snapshot": snapshot})`` (through
+        any wrappers) or ``env.unwrapped.restore_state(snapshot)``.
 
         Raises:
             RuntimeError: before reset, or with an engine that cannot snapshot its state.
@@ -270,8 +285,15 @@ class ALFWorldEnv(gym.Env[str, str]):
             self._record, self._engine.get_state(), self._state, self._obs, self._task_text, self._steps, self._done
         )
 
-    def restore_state(self, snapshot: ALFWorldSnapshot) -> None:
+    def restore_state(self, snapshot: ALFWorldSnapshot) -> tuple[str, dict[str, Any]]:
         """Returns the env to a :meth:`save_state` snapshot (of this env or another of the same games).
+
+        Works on a fresh env too (no reset needed). Through ``gym.make`` wrappers that count steps
+        (a ``TimeLimit`` added by the caller), prefer ``env.reset(options={"snapshot": snapshot})``,
+        which those wrappers see.
+
+        Returns:
+            The snapshot's observation and info (with ``action_valid`` True).
 
         Raises:
             TypeError: if ``snapshot`` is not an :class:`ALFWorldSnapshot`.
@@ -290,6 +312,7 @@ class ALFWorldEnv(gym.Env[str, str]):
         self._engine.set_state(snapshot.engine_state)
         self._record, self._state, self._obs = snapshot.record, snapshot.state, snapshot.observation
         self._task_text, self._steps, self._done = snapshot.task_text, snapshot.steps, snapshot.done
+        return self._obs, self._info(action_valid=True)
 
     def render(self) -> str | None:
         """The last observation (``render_mode="ansi"``)."""

@@ -6,10 +6,10 @@ import string
 from typing import Any
 
 import gymnasium as gym
-from gymnasium import spaces
 
 from gaca_envs.anchors import anchor_digest
 from gaca_envs.criticalchain.tasks import DISTRACTORS, SPLITS, ChainTask, make_task, parse_task_id
+from gaca_envs.spaces import TextSpace
 
 NOTHING_HAPPENS = "Nothing happens."
 _CHARSET = frozenset(string.printable)
@@ -92,8 +92,8 @@ class CriticalChainEnv(gym.Env[str, str]):
         self.task_seed = task_seed
         self.expert = expert
         self.render_mode = render_mode
-        self.observation_space = spaces.Text(max_length=4096, charset=_CHARSET)
-        self.action_space = spaces.Text(max_length=256, charset=_CHARSET)
+        self.observation_space = TextSpace(4096, charset=_CHARSET)
+        self.action_space = TextSpace(256, charset=_CHARSET)
         self._task: ChainTask | None = None
         self._stage = 0
         self._roads: list[str] = []

@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
-from gymnasium import spaces
 
 from gaca_envs.anchors import anchor_digest
+from gaca_envs.spaces import TextSpace
 from gaca_envs.webshop.backends import HttpBackend, InProcessBackend, WebShopServerError
 from gaca_envs.webshop.pages import Clickable, Page, parse_page
 
@@ -57,16 +57,6 @@ class Move:
     url: str
     form: dict | None = None
     clickable: Clickable | None = None
-
-
-class UnicodeText(spaces.Text):
-    """A ``Text`` space whose members may hold any Unicode character (product pages do).
-
-    Sampling still draws from ``charset``; membership only checks type and length.
-    """
-
-    def contains(self, x: Any) -> bool:
-        return isinstance(x, str) and self.min_length <= len(x) <= self.max_length
 
 
 def canonical_state(page: Page) -> list[str]:
@@ -154,8 +144,9 @@ class WebShopEnv(gym.Env):
         if start >= stop:
             raise ValueError(f"split {split!r} has no goals in this shop ({self.n_goals} goals); use split='all'")
         self.split_range = range(start, stop)
-        self.observation_space = UnicodeText(max_length=2_000_000, min_length=0)
-        self.action_space = UnicodeText(max_length=4096, min_length=1)
+        # Product pages hold any Unicode character; sampling draws printable ones.
+        self.observation_space = TextSpace(2_000_000, min_length=0, any_unicode=True)
+        self.action_space = TextSpace(4096, min_length=1, any_unicode=True)
         self._page: Page | None = None
         self._task: dict[str, Any] = {}
         self._steps = 0

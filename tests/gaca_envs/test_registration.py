@@ -48,3 +48,37 @@ def test_anchor_digest_is_stable_and_order_sensitive():
 def test_anchor_digest_rejects_newlines():
     with pytest.raises(ValueError, match="must not contain newlines"):
         gaca_envs.anchor_digest("k", ["a\nb"])
+
+
+def _wrappers(env) -> list[str]:
+    names = []
+    while isinstance(env, gym.Wrapper):
+        names.append(type(env).__name__)
+        env = env.env
+    return names
+
+
+def test_make_runs_gymnasiums_env_checker_and_adds_no_time_limit():
+    for env_id in ENV_SPECS:
+        spec = gym.spec(env_id)
+        assert not spec.disable_env_checker and spec.order_enforce and spec.max_episode_steps is None
+    env = gym.make("GACA-CriticalChain-v0")
+    assert _wrappers(env) == ["OrderEnforcing", "PassiveEnvChecker"]
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"horizon": 30}, {"max_steps": 5}])
+def test_episode_lengths_through_make_equal_the_envs_own(kwargs):
+    # The env ends its episodes itself; gym.make must not cut them elsewhere (a registered
+    # TimeLimit of 20 would stop horizon=30 episodes at step 20).
+    from gaca_envs.criticalchain.env import CriticalChainEnv
+
+    made, direct = gym.make("GACA-CriticalChain-v0", **kwargs), CriticalChainEnv(**kwargs)
+    lengths = []
+    for env in (made, direct):
+        env.reset(seed=3, options={"task_id": "train-1"})
+        steps, done = 0, False
+        while not done:
+            _, _, terminated, truncated, _ = env.step("wait around")  # never admissible: runs to the limit
+            steps, done = steps + 1, terminated or truncated
+        lengths.append((steps, terminated, truncated))
+    assert lengths[0] == lengths[1] == (direct.max_steps, False, True)

@@ -99,7 +99,7 @@ def test_truncated_at_max_steps(alfworld_root, games):
 def test_reset_errors_and_seeded_choice(env, games):
     with pytest.raises(ValueError, match="unknown task_id 'train/nope'; expected one of env.unwrapped.task_ids"):
         env.reset(options={"task_id": "train/nope"})
-    with pytest.raises(ValueError, match="reset options may only contain 'task_id', got \\['level'\\]"):
+    with pytest.raises(ValueError, match="reset options may only contain 'task_id' or 'snapshot', got \\['level'\\]"):
         env.reset(options={"level": 1})
     first = env.reset(seed=123)[1]["task_id"]
     assert env.reset(seed=123)[1]["task_id"] == first

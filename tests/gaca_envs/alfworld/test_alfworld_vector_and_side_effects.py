@@ -17,10 +17,10 @@ from gaca_envs.alfworld.generate import GENERATOR_VERSION
 
 def test_async_vector_env_of_eight_groups_and_plays(alfworld_root, games):
     small = min(games, key=lambda g: len(g["game"]["pddl_problem"]))
-    # shared_memory=False: gymnasium's shared-memory path reads Text observations once at
-    # construction and then returns those stale strings (all "0"), for any Text-space env.
+    # Gymnasium's default shared memory: the envs' TextSpace carries the real strings (a plain
+    # Text space returned the ones read at construction, all "0").
     vec = gym.vector.AsyncVectorEnv(
-        [lambda: gym.make("GACA-ALFWorld-v0", data_path=str(alfworld_root)) for _ in range(8)], shared_memory=False
+        [lambda: gym.make("GACA-ALFWorld-v0", data_path=str(alfworld_root)) for _ in range(8)]
     )
     try:
         obs, info = vec.reset(options={"task_id": small["task_id"]})

@@ -170,6 +170,26 @@ class NativeEngine:
         self._fact_strings: set[str] = set()
         self._facts: tuple[str, ...] | None = None
         self._won: bool | None = None
+        self._pending: tuple[str, NativeState | None] | None = None  # (game file, state) left to rebuild
+
+    # Pickling -------------------------------------------------------------------------------
+    def __getstate__(self) -> dict:
+        """The loaded game file and a snapshot of its state, nothing else.
+
+        The parsed game and the caches hold compiled grammar expressions (code objects, which
+        pickle refuses) and are large; a copy reloads the game file and restores the state the
+        first time it is used.
+        """
+        if self._pending is not None:
+            return {"game_file": self._pending[0], "state": self._pending[1]}
+        if self._game is None:
+            return {"game_file": None, "state": None}
+        return {"game_file": self._game.file, "state": self.get_state() if self._store is not None else None}
+
+    def __setstate__(self, saved: dict) -> None:
+        self.__init__()
+        if saved["game_file"] is not None:
+            self._pending = (saved["game_file"], saved["state"])
 
     # Loading ------------------------------------------------------------------------------
     def load(self, game_file: str) -> None:
@@ -179,7 +199,7 @@ class NativeEngine:
             GameFileError: naming the file and what is wrong (not ALFWorld's domain, unknown
                 types or objects, missing facts, a grammar the engine cannot read).
         """
-        self._game = None
+        self._game = self._pending = None
         data = read_game_file(game_file)
         what = f"cannot load ALFWorld game file {game_file}"
         domain = self._domains.get(data["pddl_domain"])
@@ -325,6 +345,8 @@ class NativeEngine:
     # Snapshots -----------------------------------------------------------------------------
     def get_state(self) -> NativeState:
         """A snapshot of the current game state."""
+        if self._pending is not None:
+            self._require()
         store = self._store
         if store is None:
             raise RuntimeError("NativeEngine.get_state() called before reset()")
@@ -362,10 +384,16 @@ class NativeEngine:
 
     def close(self) -> None:
         """Forgets the loaded game."""
-        self._game = None
+        self._game = self._pending = None
         self._store = None
 
     def _require(self) -> _Game:
+        if self._game is None and self._pending is not None:  # an unpickled copy, used for the first time
+            game_file, state = self._pending
+            self._pending = None
+            self.load(game_file)
+            if state is not None:
+                self.set_state(state)
         if self._game is None:
             raise RuntimeError("NativeEngine used before a successful load(game_file)")
         return self._game
