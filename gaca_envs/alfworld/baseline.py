@@ -23,8 +23,9 @@ from gaca_envs.alfworld.alfred_data import AlfredData, load_alfred_data
 from gaca_envs.alfworld.domain import APPLIANCE_OF_TASK
 from gaca_envs.alfworld.scenes import LAMP_HOLDERS, LAMPS
 from gaca_envs.alfworld.text import kind_of, receptacle_view, room_receptacles, task_text
+from gaca_envs.task_env import NOTHING_HAPPENS
 
-NOTHING = "Nothing happens."
+NOTHING = NOTHING_HAPPENS  # the name the room statistics read it under
 # ALFWorld task types the baseline plays (the six of ALFWorld's text benchmark).
 _TASKS = (
     "pick_and_place_simple",

@@ -10,8 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
-
 from gaca_envs.alfworld.alfred_data import SPLITS
 from gaca_envs.alfworld.data import GameRecord, collect_games, ensure_generated, real_data_root
 from gaca_envs.alfworld.domain import TaskParams
@@ -19,8 +17,8 @@ from gaca_envs.alfworld.engines import ENGINES, Engine, EngineState, make_engine
 from gaca_envs.alfworld.solver import NoPlanError, solve
 from gaca_envs.anchors import anchor_digest
 from gaca_envs.spaces import TextSpace
+from gaca_envs.task_env import NOTHING_HAPPENS, SplitTaskIds, TaskEnv
 
-NOTHING_HAPPENS = "Nothing happens."
 TEXT_CHARSET = string.printable
 MAX_TEXT = 1 << 16
 _TASK_PREFIX = "Your task is to: "
@@ -53,7 +51,7 @@ class ALFWorldSnapshot:
     done: bool
 
 
-class ALFWorldEnv(gym.Env[str, str]):
+class ALFWorldEnv(TaskEnv):
     """ALFWorld's household text games (native or TextWorld engine) with canonical anchor keys.
 
     **Observation**: the game's text: on reset ALFWorld's intro (room overview and
@@ -91,6 +89,8 @@ class ALFWorldEnv(gym.Env[str, str]):
     """
 
     metadata = {"render_modes": ["ansi"]}
+    splits = SPLITS
+    action_hint = " (an ALFWorld command)"
 
     def __init__(
         self,
@@ -136,7 +136,7 @@ class ALFWorldEnv(gym.Env[str, str]):
         self._obs = ""
         self._task_text = ""
         self._steps = 0
-        self._done = False
+        self._done = True  # no episode until reset() or restore_state()
 
     # Games ---------------------------------------------------------------------------------
     @property
@@ -155,9 +155,13 @@ class ALFWorldEnv(gym.Env[str, str]):
         return self._records
 
     @property
-    def task_ids(self) -> list[str]:
-        """Ids accepted by ``reset(options={"task_id": ...})``."""
-        return [r.task_id for r in self.records]
+    def task_ids(self) -> SplitTaskIds:
+        """Ids accepted by ``reset(options={"task_id": ...})``: the games of the env's split.
+
+        A list, also callable as the task contract's ``task_ids(split)`` (which refuses another
+        split than the env's: an ALFWorld env plays the games of one split).
+        """
+        return SplitTaskIds([r.task_id for r in self.records], self.split, self.splits)
 
     def _pick(self, options: dict[str, Any] | None) -> GameRecord:
         options = dict(options or {})
@@ -204,19 +208,12 @@ class ALFWorldEnv(gym.Env[str, str]):
         self._task_text = (
             self._obs.rsplit(_TASK_PREFIX, 1)[-1].strip().removesuffix(".") if _TASK_PREFIX in self._obs else ""
         )
-        self._steps = 0
-        self._done = False
+        self._start_episode()
         return self._obs, self._info(action_valid=True)
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """Plays one command (see the class docstring for invalid commands, reward and ends)."""
-        if not isinstance(action, str):
-            raise TypeError(f"action must be a str (an ALFWorld command), got {type(action).__name__}: {action!r:.80}")
-        if self._state is None or self._engine is None:
-            raise RuntimeError("step() called before reset(); call env.reset() first")
-        if self._done:
-            raise RuntimeError("step() called after the episode ended (terminated or truncated); call env.reset()")
-        self._steps += 1
+        self._begin_step(action)
         command = action.strip()
         valid = command in self._state.admissible_commands
         if valid:
@@ -226,8 +223,7 @@ class ALFWorldEnv(gym.Env[str, str]):
             self._obs = NOTHING_HAPPENS
         won = self._state.won
         terminated = won
-        truncated = not won and self._steps >= self.max_steps
-        self._done = terminated or truncated
+        truncated = self._end_step(terminated)
         reward = self.reward_on_success if won else 0.0
         return self._obs, reward, terminated, truncated, self._info(action_valid=valid)
 

@@ -5,13 +5,11 @@ from __future__ import annotations
 import string
 from typing import Any
 
-import gymnasium as gym
-
 from gaca_envs.anchors import anchor_digest
 from gaca_envs.criticalchain.tasks import DISTRACTORS, SPLITS, ChainTask, make_task, parse_task_id
 from gaca_envs.spaces import TextSpace
+from gaca_envs.task_env import NOTHING_HAPPENS, TaskEnv
 
-NOTHING_HAPPENS = "Nothing happens."
 _CHARSET = frozenset(string.printable)
 
 
@@ -19,7 +17,7 @@ def _normalise(action: str) -> str:
     return " ".join(action.strip().lower().split())
 
 
-class CriticalChainEnv(gym.Env[str, str]):
+class CriticalChainEnv(TaskEnv):
     """Walk a chain of stages; a few forks decide the outcome, which shows only at the end.
 
     **Task.** Deliver a parcel along ``horizon`` stages to a goal. Most stages are routine: the
@@ -54,6 +52,7 @@ class CriticalChainEnv(gym.Env[str, str]):
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 1}
+    splits = SPLITS
 
     def __init__(
         self,
@@ -102,10 +101,13 @@ class CriticalChainEnv(gym.Env[str, str]):
         self._observation = ""
         self._actions: dict[str, tuple[str, str]] = {}
 
-    def task_ids(self, split: str = "train") -> list[str]:
-        """The task ids of a split, ``["<split>-0", ..., "<split>-<num_tasks - 1>"]``."""
-        if split not in SPLITS:
-            raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    def task_ids(self, split: str | None = None) -> list[str]:
+        """The task ids of a split (default: the env's), ``["<split>-0", ..., "<split>-<num_tasks - 1>"]``.
+
+        Raises:
+            ValueError: for an unknown split.
+        """
+        split = self._check_split(split)
         return [f"{split}-{i}" for i in range(self.num_tasks)]
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
@@ -126,7 +128,8 @@ class CriticalChainEnv(gym.Env[str, str]):
             num_branches=self.num_branches,
             branch_width=self.branch_width,
         )
-        self._stage, self._roads, self._steps, self._done = 0, [], 0, False
+        self._stage, self._roads = 0, []
+        self._start_episode()
         self._observation = f"{self._task_text()}\n{self._describe()}"
         return self._observation, self._info(action_valid=True, won=False)
 
@@ -137,11 +140,7 @@ class CriticalChainEnv(gym.Env[str, str]):
             TypeError: if ``action`` is not a str.
             RuntimeError: if called before ``reset`` or after the episode ended.
         """
-        if not isinstance(action, str):
-            raise TypeError(f"action must be a str, got {type(action).__name__}; pass one of the admissible actions")
-        if self._task is None or self._done:
-            raise RuntimeError("step() called on a finished or never-started episode; call reset() first")
-        self._steps += 1
+        self._begin_step(action)
         kind_target = self._actions.get(_normalise(action))
         valid = kind_target is not None
         reward, terminated, won = 0.0, False, False
@@ -162,8 +161,7 @@ class CriticalChainEnv(gym.Env[str, str]):
                     won = tuple(self._roads) == self._task.correct_signs
                     reward = self.reward_on_success if won else 0.0
                 self._observation = self._describe(won=won)
-        truncated = not terminated and self._steps >= self.max_steps
-        self._done = terminated or truncated
+        truncated = self._end_step(terminated)
         return self._observation, reward, terminated, truncated, self._info(action_valid=valid, won=won)
 
     def render(self) -> str | None:

@@ -31,10 +31,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-import gymnasium as gym
-
 from gaca_envs.anchors import anchor_digest
 from gaca_envs.spaces import TextSpace
+from gaca_envs.task_env import TaskEnv
 from gaca_envs.webshop.backends import HttpBackend, InProcessBackend, WebShopServerError
 from gaca_envs.webshop.pages import Clickable, Page, parse_page
 
@@ -89,7 +88,7 @@ def _normalise_options(text: str) -> str:
     return ";".join(f"{k}={v}" for k, v in sorted(pairs))
 
 
-class WebShopEnv(gym.Env):
+class WebShopEnv(TaskEnv):
     """WebShop text environment. See the module docstring for observations, actions and rewards.
 
     Args:
@@ -106,6 +105,8 @@ class WebShopEnv(gym.Env):
     """
 
     metadata = {"render_modes": ["ansi"]}
+    splits = SPLITS
+    action_hint = " such as 'search[red shoes]' or 'click[buy now]'"
 
     def __init__(
         self,
@@ -144,6 +145,7 @@ class WebShopEnv(gym.Env):
         if start >= stop:
             raise ValueError(f"split {split!r} has no goals in this shop ({self.n_goals} goals); use split='all'")
         self.split_range = range(start, stop)
+        self._split_ranges = {name: range(*bounds) for name, bounds in shop_info["splits"].items()}
         # Product pages hold any Unicode character; sampling draws printable ones.
         self.observation_space = TextSpace(2_000_000, min_length=0, any_unicode=True)
         self.action_space = TextSpace(4096, min_length=1, any_unicode=True)
@@ -189,10 +191,17 @@ class WebShopEnv(gym.Env):
             )
         self._task = {"task": page.instruction, "task_id": f"fixed_{goal}", "session_id": session_id}
         self._page = page
-        self._steps = 0
-        self._done = False
+        self._start_episode()
         self._visited = set()
         return self._observation(), self._info(action_valid=True, score=0.0)
+
+    def task_ids(self, split: str | None = None) -> list[str]:
+        """The task ids of a split (default: the env's): ``fixed_<n>`` for the shop's goals ``n`` of that split.
+
+        Raises:
+            ValueError: for an unknown split.
+        """
+        return [f"fixed_{goal}" for goal in self._split_ranges[self._check_split(split)]]
 
     def _goal_index(self, task_id: Any) -> int:
         m = (
@@ -212,13 +221,7 @@ class WebShopEnv(gym.Env):
             RuntimeError: if the episode has ended (call reset).
             WebShopServerError: if the shop is unreachable or no longer serves this episode's goal.
         """
-        if not isinstance(action, str):
-            raise TypeError(
-                f"action must be a str such as 'search[red shoes]' or 'click[buy now]', got {type(action).__name__}"
-            )
-        if self._done or self._page is None:
-            raise RuntimeError("step() called after the episode ended; call reset() first")
-        self._steps += 1
+        self._begin_step(action)
         move = self._resolve(action)
         if move is not None:
             self._navigate(move)
@@ -226,8 +229,7 @@ class WebShopEnv(gym.Env):
         terminated = page.kind == "done"
         score = float(page.reward) if terminated and page.reward is not None else 0.0
         won = terminated and score == 1.0  # as the original: success is a score of exactly 1
-        truncated = not terminated and self._steps >= self.max_steps
-        self._done = terminated or truncated
+        truncated = self._end_step(terminated)
         reward = self.reward_on_success if won else 0.0
         info = self._info(action_valid=move is not None, score=score, won=won)
         if terminated and page.reward_info is not None:

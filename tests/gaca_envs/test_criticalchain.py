@@ -7,6 +7,8 @@ from gymnasium.utils.env_checker import check_env
 import gaca_envs
 from gaca_envs.criticalchain import NOTHING_HAPPENS, CriticalChainEnv, make_task
 
+ENDED = r"step\(\) called before reset\(\) or after the episode ended; call env\.reset\(\) first"
+
 
 def _play(env: CriticalChainEnv, task_id: str, policy) -> list[tuple[str, dict]]:
     """Plays one episode; returns (observation, info) per state, the reset state first."""
@@ -154,13 +156,13 @@ def test_truncates_at_max_steps():
 
 def test_non_string_action_and_step_after_end_raise():
     env = CriticalChainEnv(horizon=3, num_branches=0, max_steps=1)
-    with pytest.raises(RuntimeError, match=r"call reset\(\) first"):
+    with pytest.raises(RuntimeError, match=ENDED):
         env.step("wait")
     env.reset(seed=0)
-    with pytest.raises(TypeError, match="action must be a str, got int"):
+    with pytest.raises(TypeError, match="action must be a str, got int: 3"):
         env.step(3)
     env.step("wait")
-    with pytest.raises(RuntimeError, match="finished or never-started episode"):
+    with pytest.raises(RuntimeError, match=ENDED):
         env.step("wait")
 
 

@@ -11,6 +11,8 @@ import gaca_envs
 from gaca_envs.alfworld.engines import GameFileError
 from gaca_envs.alfworld.env import ALFWorldEnv
 
+ENDED = r"step\(\) called before reset\(\) or after the episode ended; call env\.reset\(\) first"
+
 
 @pytest.fixture(scope="module")
 def env(alfworld_root):
@@ -82,7 +84,7 @@ def test_non_string_action_and_step_after_end_raise(env, games):
         env.step(3)
     for command in games[0]["game"]["walkthrough"]:
         env.step(command)
-    with pytest.raises(RuntimeError, match="step\\(\\) called after the episode ended"):
+    with pytest.raises(RuntimeError, match=ENDED):
         env.step("look")
 
 
@@ -222,3 +224,11 @@ def test_engine_first_reset_after_load_equals_a_translated_reset(games):
     again = engine.reset()  # translates the problem afresh
     assert again == first
     assert engine.entity_names() == names and engine.static_facts() == static
+
+
+def test_task_ids_of_the_envs_split_as_a_list_and_as_the_contracts_method(env):
+    ids = env.unwrapped.task_ids
+    assert isinstance(ids, list) and ids == env.unwrapped.task_ids("train") == env.unwrapped.task_ids()
+    assert all(env.reset(options={"task_id": t})[1]["task_id"] == t for t in ids[:2])
+    with pytest.raises(ValueError, match="this env was built for split 'train' and plays only its tasks, not those"):
+        env.unwrapped.task_ids("valid_seen")

@@ -13,6 +13,8 @@ from gaca_envs.anchors import INFO_KEYS
 from gaca_envs.webshop.env import WebShopEnv
 from webshop_server.expert import oracle_actions
 
+ENDED = r"step\(\) called before reset\(\) or after the episode ended; call env\.reset\(\) first"
+
 ASIN_CLICK = re.compile(r"click\[b[0-9a-z]{9}\]")
 
 
@@ -154,10 +156,12 @@ def test_bad_actions_are_invalid_steps(env, action):
 
 
 def test_contract_errors(env):
-    with pytest.raises(RuntimeError, match=r"step\(\) called after the episode ended; call reset\(\) first"):
+    with pytest.raises(RuntimeError, match=ENDED):
         env.step("search[x]")
     env.reset(options={"task_id": 0})
-    with pytest.raises(TypeError, match="action must be a str"):
+    with pytest.raises(
+        TypeError, match="action must be a str such as 'search\\[red shoes\\]' or 'click\\[buy now\\]', got int: 3"
+    ):
         env.step(3)
     with pytest.raises(ValueError, match="task_id must be a goal index"):
         env.reset(options={"task_id": 10**8})
@@ -199,3 +203,14 @@ def test_async_vector_env_of_8(shop_cache):
         assert len(set(infos["anchor_key"][:4])) == 1 and infos["anchor_key"][0] != infos["anchor_key"][4]
     finally:
         envs.close()
+
+
+def test_task_ids_of_every_split_from_the_shop(env):
+    ranges = {split: env.unwrapped._split_ranges[split] for split in env.unwrapped.splits}
+    for split, goals in ranges.items():
+        assert env.unwrapped.task_ids(split) == [f"fixed_{g}" for g in goals]
+    assert env.unwrapped.task_ids() == [f"fixed_{g}" for g in env.unwrapped.split_range]
+    other = next(ids for split in ("eval", "test", "train") if (ids := env.unwrapped.task_ids(split)))
+    assert env.reset(options={"task_id": other[-1]})[1]["task_id"] == other[-1]
+    with pytest.raises(ValueError, match="split must be one of train, eval, test, all, got 'dev'"):
+        env.unwrapped.task_ids("dev")

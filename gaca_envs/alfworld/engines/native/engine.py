@@ -37,8 +37,7 @@ from gaca_envs.alfworld.engines.native.pddl_reader import (
     parse_sexpr,
     typed_list,
 )
-
-NOTHING_HAPPENS = "Nothing happens."
+from gaca_envs.task_env import NOTHING_HAPPENS
 
 
 @dataclass(frozen=True)
