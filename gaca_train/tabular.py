@@ -7,7 +7,7 @@ the role of the LLM response's NLL in GACA. Training is on-policy REINFORCE: for
 k with advantage A_k, theta moves by lr * A_k * grad log pi(a_k | o_k); the advantages come
 from :func:`gaca_train.advantages.compute_advantages`, so every estimator sees the same rows.
 
-This is the small-network set-up of the credit-assignment study (``scripts/compare_estimators.py``):
+This is the small-network set-up of the credit-assignment study (:mod:`gaca_train.experiments.study`):
 fast enough for many seeds on two cores, and with nothing but the advantage differing between
 estimators.
 """

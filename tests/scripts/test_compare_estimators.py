@@ -90,26 +90,3 @@ def test_alfworld_smoke_study_trains_every_estimator_from_one_warm_start(tmp_pat
         text=True,
     )
     assert (out / "summary.md").read_text() == summary  # rebuilt from results.json alone
-
-
-def _result(label: str, seed: int, success: list[float]) -> dict:
-    return {"study": "main", "label": label, "config": {"seed": seed}, "curves": {"eval_success": success}}
-
-
-def test_paired_rows_difference_runs_with_the_same_seed():
-    sys.path.insert(0, str(ROOT / "scripts"))
-    import compare_estimators
-
-    results = [
-        _result("GRPO", 0, [0.1, 0.2]),
-        _result("GRPO", 1, [0.1, 0.5]),
-        _result("GiGPO", 1, [0.1, 0.8]),  # order in the list must not matter, only the seed
-        _result("GiGPO", 0, [0.1, 0.3]),
-        _result("GACA", 0, [0.1, 0.1]),  # seed 1 missing: one pair only
-    ]
-    rows = compare_estimators._paired_rows(results)
-    # GiGPO - GRPO final: +0.1 (seed 0), +0.3 (seed 1) -> mean +0.2, t(1) = 12.706, sd 0.1414 / sqrt 2
-    assert rows[0] == "| GiGPO − GRPO | 2 | +0.200 ± 1.271 | 2/2 | +0.100 ± 0.635 |"
-    assert rows[1] == "| GACA − GRPO | 1 | -0.100 ± 0.000 | 0/1 | -0.050 ± 0.000 |"
-    assert rows[-1].startswith("| GACA − GiGPO | 1 | -0.200 ")
-    assert not any(r.startswith("| NLL reweight") for r in rows)  # no runs, no row

@@ -1,0 +1,328 @@
+"""Credit-assignment study: GRPO vs GiGPO vs GACA vs NLL reweighting, several seeds each.
+
+Set-up "diagnostic" (``--setup diagnostic``, default): a tabular softmax policy (``gaca_train.tabular``; the
+chosen action's -log pi plays the NLL's role) trained by on-policy policy gradient on
+GACA-CriticalChain-v0, from the same initialisation (theta = 0) and with the same sample budget
+for every estimator. Only the advantage differs between runs.
+
+Set-up "alfworld" (``--setup alfworld``): the CPU quickstart's tiny LM (``gaca_train.experiments.quickstart``)
+on generated easy ALFWorld games. The tiny model is warm-started once by SFT on noisy expert steps;
+every run starts from that same checkpoint and trains with ``GACATrainer`` for the same number of
+iterations (same episodes per iteration), with the run's seed driving task sampling and generation.
+Success is sampled (temperature 1.0) on the held-out ``valid_seen`` games every ``--eval-every``
+iterations. The lambda0 x eta sweep runs on ALFWorld only when a grid is given
+(``--sweep-lambda0`` / ``--sweep-eta``; 5 runs per point).
+
+On ALFWorld, a rerun with the same --out reuses the warm start and every finished run
+(``runs/*/result.json``) whose settings match, so an interrupted study resumes and sweep points
+can be added later.
+
+Outputs in --out: ``results.json`` (every curve), ``curves.png`` (greedy success vs training
+episodes, mean and 95% t-interval over seeds), ``summary.md`` (final success and area under
+the curve with intervals, paired per-seed differences, and the GACA lambda0 x eta sweep; see
+``gaca_train.experiments.study_report``).
+
+Usage:
+    python scripts/compare_estimators.py --out runs/compare            # full study (~10-20 min, 2 cores)
+    python scripts/compare_estimators.py --out runs/smoke --smoke      # seconds, for CI
+    python scripts/compare_estimators.py --setup alfworld --out runs/compare-alfworld   # ~90 min, 2 cores
+    python scripts/compare_estimators.py --setup alfworld --out runs/smoke-alfworld --smoke
+    python scripts/compare_estimators.py --setup alfworld --out runs/compare-alfworld --sweep-eta 0.5 1.0  # +10 runs
+    python scripts/compare_estimators.py --out runs/compare-alfworld --report-only   # table + PNG again
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from gaca_train.experiments.study_report import alfworld_report, tabular_report
+
+DIAGNOSTIC_ENV = {
+    "horizon": 10,
+    "num_branches": 3,
+    "branch_width": 3,
+    "num_distractors": 2,
+    "noise": 0.1,
+    "hint": False,
+}
+# label -> (estimator, options) of the main table
+ESTIMATOR_RUNS = {
+    "GRPO": ("grpo", {}),
+    "GiGPO": ("gigpo", {}),
+    "GACA": ("gaca", {}),
+    "NLL reweight": ("reweight", {}),
+}
+
+
+def run_tabular_job(job: dict) -> dict:
+    """One tabular run (a :class:`~gaca_train.tabular.StudyConfig` as ``job["config"]``); the job with its curves.
+
+    Module-level so that ``ProcessPoolExecutor`` workers can unpickle it.
+    """
+    import gaca_envs  # noqa: F401  (registers the env ids in the worker process)
+    from gaca_train.tabular import StudyConfig, train_tabular
+
+    start = time.perf_counter()
+    curves = train_tabular(StudyConfig(**job["config"]))
+    return {**job, "curves": curves, "seconds": time.perf_counter() - start}
+
+
+def run_alfworld_job(job: dict) -> dict:
+    """One GACATrainer run from the shared warm start; held-out success every ``eval_every`` iterations.
+
+    Writes the result to ``<job["out"]>/result.json`` too, where a rerun of the study finds it
+    (:func:`finished_result`). Module-level so that ``ProcessPoolExecutor`` workers can unpickle it.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+
+    import gaca_envs  # noqa: F401  (registers the env ids in the worker process)
+    from gaca_train.config import GACAConfig
+    from gaca_train.experiments import quickstart as quickstart_cpu
+    from gaca_train.trainer import GACATrainer
+
+    torch.set_num_threads(job["threads"])
+    start = time.perf_counter()
+    out = Path(job["out"])
+    fields, env_kwargs, warm = dict(job["fields"]), job["env_kwargs"], job["warm"]
+    tokenizer = AutoTokenizer.from_pretrained(warm, padding_side="left")
+    model = AutoModelForCausalLM.from_pretrained(warm)
+    curves = {"episodes": [0], "eval_success": [job["before"]], "rollout_success": []}
+
+    class HeldOut(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step % job["eval_every"] == 0 or state.global_step == state.max_steps:
+                rng = torch.get_rng_state()  # the evaluation seeds torch; training sampling must not notice
+                report = quickstart_cpu.measure(
+                    model, tokenizer, env_kwargs, fields, job["eval_episodes"], "valid_seen", None
+                )
+                torch.set_rng_state(rng)
+                curves["episodes"].append(state.global_step * job["episodes_per_iteration"])
+                curves["eval_success"].append(report["success_rate"])
+
+    torch.manual_seed(fields["seed"])
+    trainer = GACATrainer(model=model, args=GACAConfig(**fields), processing_class=tokenizer, callbacks=[HeldOut()])
+    trainer.train()
+    curves["rollout_success"] = [
+        log["rollout/success_rate"] for log in trainer.state.log_history if "rollout/success_rate" in log
+    ]
+    result = {**job, "curves": curves, "seconds": time.perf_counter() - start}
+    (out / "result.json").write_text(json.dumps(result))  # a rerun of the study reuses it
+    return result
+
+
+def finished_result(job: dict) -> dict | None:
+    """The saved result of an identical earlier run of ``job`` (same fields, warm start and evaluation)."""
+    path = os.path.join(job["out"], "result.json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        result = json.load(f)
+    same = ("fields", "env_kwargs", "warm", "before", "eval_every", "eval_episodes", "episodes_per_iteration")
+    return result if all(result.get(k) == json.loads(json.dumps(job[k])) for k in same) else None
+
+
+def tabular_jobs(args: argparse.Namespace) -> list[dict]:
+    """One job per estimator (and sweep point) x seed, each a tabular run on :data:`DIAGNOSTIC_ENV`."""
+    base = {
+        "env_kwargs": DIAGNOSTIC_ENV,
+        "task_pool": args.task_pool,
+        "iterations": args.iterations,
+        "tasks_per_iteration": 8,
+        "rollouts_per_task": 8,
+        "lr": args.lr,
+        "eval_every": args.eval_every,
+    }
+    jobs = []
+    for seed in range(args.seeds):
+        for label, (estimator, options) in ESTIMATOR_RUNS.items():
+            cfg = {**base, "estimator": estimator, "estimator_options": options, "seed": seed}
+            jobs.append({"study": "main", "label": label, "config": cfg})
+        for lambda0, eta in itertools.product(args.sweep_lambda0, args.sweep_eta):
+            cfg = {**base, "estimator": "gaca", "estimator_options": {"lambda0": lambda0, "eta": eta}, "seed": seed}
+            jobs.append({"study": "sweep", "label": f"lambda0={lambda0}, eta={eta}", "config": cfg})
+    return jobs
+
+
+def tabular_study(args: argparse.Namespace) -> str:
+    """The diagnostic set-up: every estimator x seed on CriticalChain; writes ``--out``, returns the summary."""
+    jobs = tabular_jobs(args)
+    start = time.perf_counter()
+    with ProcessPoolExecutor(max_workers=args.workers) as pool:
+        results = list(pool.map(run_tabular_job, jobs))
+    wall = time.perf_counter() - start
+    data = {"args": vars(args), "env_kwargs": DIAGNOSTIC_ENV, "results": results}
+    with open(os.path.join(args.out, "results.json"), "w") as f:
+        json.dump(data, f)
+    return tabular_report(args.out, data, wall)
+
+
+def shared_warm_start(args: argparse.Namespace, fields: dict, env_kwargs: dict, qargs: argparse.Namespace) -> dict:
+    """SFT warm start in ``--out/warm`` (reused when its inputs match); returns its ``warm.json`` info."""
+    from gaca_train.experiments import quickstart as quickstart_cpu
+    from gaca_train.tiny import save_tiny_model
+
+    start = time.perf_counter()
+    warm_dir = Path(args.out) / "warm"
+    # what the warm start depends on: a rerun with the same key reuses it
+    key = {"train_games": args.train_games, "eval_games": args.eval_games, "sft_steps": args.sft_steps}
+    key["fields"] = {k: v for k, v in sorted(fields.items()) if k not in ("output_dir", "max_steps", "seed")}
+    info = json.loads((warm_dir / "warm.json").read_text()) if (warm_dir / "warm.json").exists() else {}
+    if info.get("key") == key and (warm_dir / "model" / "config.json").exists():
+        return {**info, "reused": True}
+    model, tokenizer, n_pairs = quickstart_cpu.warm_start(fields, env_kwargs, qargs, warm_dir)
+    save_tiny_model(model, tokenizer, warm_dir / "model")
+    before = quickstart_cpu.measure(model, tokenizer, env_kwargs, fields, args.eval_episodes, "valid_seen", None)
+    info = {"key": key, "sft_pairs": n_pairs, "before": before["success_rate"], "seconds": time.perf_counter() - start}
+    (warm_dir / "warm.json").write_text(json.dumps(info))
+    return {**info, "reused": False}
+
+
+def alfworld_jobs(args: argparse.Namespace, fields: dict, env_kwargs: dict, before: float) -> list[dict]:
+    """One job per estimator (and sweep point) x seed, all from ``--out/warm/model``."""
+    out = Path(args.out)
+    runs = [("main", label, estimator, options, estimator) for label, (estimator, options) in ESTIMATOR_RUNS.items()]
+    for lambda0, eta in itertools.product(args.sweep_lambda0, args.sweep_eta):
+        options = {"lambda0": lambda0, "eta": eta}
+        runs.append(("sweep", f"lambda0={lambda0}, eta={eta}", "gaca", options, f"gaca-l{lambda0}-e{eta}"))
+    jobs = []
+    for seed in range(args.seeds):
+        for study, label, estimator, options, name in runs:
+            run_out = out / "runs" / f"{name}-{seed}"
+            output_dir = str(run_out / "tr")
+            jobs.append(
+                {
+                    "study": study,
+                    "label": label,
+                    "fields": {**fields, **options, "estimator": estimator, "seed": seed, "output_dir": output_dir},
+                    "env_kwargs": env_kwargs,
+                    "warm": str(out / "warm" / "model"),
+                    "before": before,
+                    "eval_every": args.eval_every,
+                    "eval_episodes": args.eval_episodes,
+                    "episodes_per_iteration": fields["tasks_per_iteration"] * fields["rollouts_per_task"],
+                    "threads": max(1, (os.cpu_count() or 1) // args.workers),
+                    "out": str(run_out),
+                }
+            )
+    return jobs
+
+
+def alfworld_study(args: argparse.Namespace) -> str:
+    """The ALFWorld set-up: one shared warm start, then every estimator x seed from it; returns the summary."""
+    import multiprocessing
+
+    from gaca_train.experiments import quickstart as quickstart_cpu
+
+    out = Path(args.out)
+    qargs = quickstart_cpu.parse_args(
+        ["--out", str(out / "warm"), "--train-games", str(args.train_games), "--eval-games", str(args.eval_games)]
+        + ["--sft-steps", str(args.sft_steps)]
+    )
+    overrides = {"max_steps": args.iterations, "seed": 0}
+    if args.smoke:
+        overrides.update(tasks_per_iteration=2, rollouts_per_task=2)
+    fields, env_kwargs = quickstart_cpu.load_config(Path(qargs.config), out, overrides)
+    quickstart_cpu.alfworld_games(out / "games", env_kwargs, qargs.train_games, qargs.eval_games, 0)
+    fields["env_kwargs"] = json.dumps(env_kwargs)
+    start = time.perf_counter()
+    warm = shared_warm_start(args, fields, env_kwargs, qargs)
+    jobs = alfworld_jobs(args, fields, env_kwargs, warm["before"])
+    done = {i: r for i, job in enumerate(jobs) if (r := finished_result(job)) is not None}
+    todo = [job for i, job in enumerate(jobs) if i not in done]
+    # spawn: the parent has torch loaded (and its thread pools started) by the warm start
+    with ProcessPoolExecutor(max_workers=args.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        fresh = iter(list(pool.map(run_alfworld_job, todo)))
+    results = [done[i] if i in done else next(fresh) for i in range(len(jobs))]
+    meta = {
+        "sft_pairs": warm["sft_pairs"],
+        "warm_seconds": warm["seconds"],
+        "wall_seconds": time.perf_counter() - start,
+        "warm_reused": warm["reused"],
+        "reused_runs": len(done),
+        "run_seconds": sum(r["seconds"] for r in results),
+    }
+    data = {"args": vars(args), "env_kwargs": env_kwargs, "meta": meta, "results": results}
+    with open(out / "results.json", "w") as f:
+        json.dump(data, f)
+    return alfworld_report(out, data)
+
+
+def make_parser() -> argparse.ArgumentParser:
+    """The study's command line (``scripts/compare_estimators.py``)."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--setup", choices=("diagnostic", "alfworld"), default="diagnostic")
+    parser.add_argument("--out", default="runs/compare")
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--iterations", type=int, default=None, help="diagnostic 100, alfworld 30")
+    parser.add_argument("--task-pool", type=int, default=16, help="diagnostic: training tasks")
+    parser.add_argument("--lr", type=float, default=0.05, help="diagnostic: learning rate")
+    parser.add_argument("--eval-every", type=int, default=None, help="iterations (diagnostic 5, alfworld 10)")
+    parser.add_argument(
+        "--sweep-lambda0",
+        type=float,
+        nargs="*",
+        default=None,
+        help="GACA sweep grid (diagnostic default 0.3 0.5 0.7; alfworld: no sweep unless a grid is given, 0.5)",
+    )
+    parser.add_argument(
+        "--sweep-eta", type=float, nargs="*", default=None, help="GACA sweep grid (diagnostic default 0 0.25 0.5 1)"
+    )
+    parser.add_argument("--train-games", type=int, default=400, help="alfworld: generated train games")
+    parser.add_argument("--eval-games", type=int, default=64, help="alfworld: generated held-out games")
+    parser.add_argument("--eval-episodes", type=int, default=2, help="alfworld: sampled episodes per held-out game")
+    parser.add_argument("--sft-steps", type=int, default=1000, help="alfworld: warm-start SFT steps")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--smoke", action="store_true", help="2 seeds, a few iterations, one sweep point (CI)")
+    parser.add_argument(
+        "--report-only",
+        action="store_true",
+        help="alfworld: rewrite summary.md and curves.png from --out/results.json",
+    )
+    return parser
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The study's options, with the per-set-up defaults (and ``--smoke``'s settings) filled in."""
+    args = make_parser().parse_args(argv)
+    if args.report_only:
+        return args
+    if args.iterations is None:
+        args.iterations = 100 if args.setup == "diagnostic" else 30
+    if args.eval_every is None:
+        args.eval_every = 5 if args.setup == "diagnostic" else 10
+    if args.setup == "diagnostic":
+        args.sweep_lambda0 = [0.3, 0.5, 0.7] if args.sweep_lambda0 is None else args.sweep_lambda0
+        args.sweep_eta = [0.0, 0.25, 0.5, 1.0] if args.sweep_eta is None else args.sweep_eta
+    elif args.sweep_lambda0 is None and args.sweep_eta is None:
+        args.sweep_lambda0, args.sweep_eta = [], []  # the sweep is opt-in on ALFWorld (5 runs per point)
+    else:  # a grid on one axis: the other at METHOD.md's default
+        args.sweep_lambda0 = [0.5] if args.sweep_lambda0 is None else args.sweep_lambda0
+        args.sweep_eta = [0.25] if args.sweep_eta is None else args.sweep_eta
+    if args.smoke:
+        args.seeds, args.iterations, args.eval_every = 2, 4, 2
+        if args.setup == "diagnostic":
+            args.sweep_lambda0, args.sweep_eta = [0.5], [0.5]
+        if args.setup == "alfworld":
+            args.iterations, args.eval_every, args.eval_episodes = 2, 1, 1
+            args.train_games, args.eval_games, args.sft_steps = 6, 3, 2
+    return args
+
+
+def main(argv: list[str] | None = None) -> str:
+    """Runs the study (or, with ``--report-only``, rewrites an ALFWorld study's report); prints the summary."""
+    args = parse_args(argv)
+    if args.report_only:
+        with open(os.path.join(args.out, "results.json")) as f:
+            summary = alfworld_report(args.out, json.load(f))
+    else:
+        os.makedirs(args.out, exist_ok=True)
+        summary = alfworld_study(args) if args.setup == "alfworld" else tabular_study(args)
+    print(summary, end="")
+    return summary

@@ -1,0 +1,51 @@
+"""The estimator study's pure parts: options, jobs and the statistics of its report."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gaca_train.experiments.study import ESTIMATOR_RUNS, parse_args, tabular_jobs
+from gaca_train.experiments.study_report import mean_ci, paired_rows
+
+
+def _result(label: str, seed: int, success: list[float]) -> dict:
+    return {"study": "main", "label": label, "config": {"seed": seed}, "curves": {"eval_success": success}}
+
+
+def test_paired_rows_difference_runs_with_the_same_seed():
+    results = [
+        _result("GRPO", 0, [0.1, 0.2]),
+        _result("GRPO", 1, [0.1, 0.5]),
+        _result("GiGPO", 1, [0.1, 0.8]),  # order in the list must not matter, only the seed
+        _result("GiGPO", 0, [0.1, 0.3]),
+        _result("GACA", 0, [0.1, 0.1]),  # seed 1 missing: one pair only
+    ]
+    rows = paired_rows(results)
+    # GiGPO - GRPO final: +0.1 (seed 0), +0.3 (seed 1) -> mean +0.2, t(1) = 12.706, sd 0.1414 / sqrt 2
+    assert rows[0] == "| GiGPO − GRPO | 2 | +0.200 ± 1.271 | 2/2 | +0.100 ± 0.635 |"
+    assert rows[1] == "| GACA − GRPO | 1 | -0.100 ± 0.000 | 0/1 | -0.050 ± 0.000 |"
+    assert rows[-1].startswith("| GACA − GiGPO | 1 | -0.200 ")
+    assert not any(r.startswith("| NLL reweight") for r in rows)  # no runs, no row
+
+
+def test_mean_ci_per_evaluation_point():
+    # Two seeds: point 0 (0, 1) -> mean 0.5, sd sqrt(0.5), half 12.706 * sqrt(0.5) / sqrt(2) = 6.353; point 1 equal.
+    mean, half = mean_ci(np.array([[0.0, 0.5], [1.0, 0.5]]))
+    assert mean.tolist() == [0.5, 0.5] and half == pytest.approx([6.353, 0.0])
+    mean, half = mean_ci(np.array([[0.25, 0.75]]))  # one seed: no interval
+    assert mean.tolist() == [0.25, 0.75] and half.tolist() == [0.0, 0.0]
+
+
+def test_smoke_options_and_one_tabular_job_per_estimator_sweep_point_and_seed():
+    args = parse_args(["--smoke", "--workers", "1"])
+    assert (args.seeds, args.iterations, args.eval_every) == (2, 4, 2)
+    assert (args.sweep_lambda0, args.sweep_eta) == ([0.5], [0.5])
+    jobs = tabular_jobs(args)
+    assert len(jobs) == 2 * (len(ESTIMATOR_RUNS) + 1)
+    assert {j["label"] for j in jobs if j["study"] == "sweep"} == {"lambda0=0.5, eta=0.5"}
+    assert sorted({j["config"]["seed"] for j in jobs}) == [0, 1]
+    # ALFWorld: the sweep is opt-in, and a grid on one axis puts the other at METHOD.md's default.
+    assert parse_args(["--setup", "alfworld"]).sweep_eta == []
+    alfworld = parse_args(["--setup", "alfworld", "--sweep-eta", "1.0"])
+    assert (alfworld.sweep_lambda0, alfworld.sweep_eta, alfworld.iterations) == ([0.5], [1.0], 30)
