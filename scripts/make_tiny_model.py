@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 import gymnasium as gym
 
 import gaca_envs  # noqa: F401  (registers the GACA env ids)
+from gaca_train.experiments import quickstart
 from gaca_train.experiments.warm_start import expert_steps, sft_warm_start
 from gaca_train.rollout import TEMPLATES
 from gaca_train.tiny import build_tiny_model, build_tokenizer, save_tiny_model
@@ -38,6 +40,13 @@ def main() -> None:
     parser.add_argument("--sft-lr", type=float, default=3e-3)
     parser.add_argument("--fork-noise", type=float, default=0.0, help="random demonstrations at forks (0-1)")
     parser.add_argument("--step-noise", type=float, default=0.0, help="random demonstrations at any step (0-1)")
+    parser.add_argument(
+        "--invalid-noise", type=float, default=0.0, help="rejected actions before demonstrations (0-1)"
+    )
+    parser.add_argument("--searching", type=float, default=0.0, help="ALFWorld: share of games shown by a searcher")
+    parser.add_argument(
+        "--config", default=None, help="training YAML whose prompt settings (and max_env_steps) render the SFT data"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--cpu", action="store_true", help="force CPU for the warm start")
     args = parser.parse_args()
@@ -49,6 +58,11 @@ def main() -> None:
     if not task_ids:
         raise SystemExit(f"{args.env} offers no task ids for split {args.split!r}; cannot build a warm start")
     task_ids = task_ids[: args.num_tasks]
+    prompts = None
+    if args.config:
+        fields = quickstart.load_config(Path(args.config), Path(args.out), {})[0]
+        prompts = quickstart.prompt_builder(fields)
+        args.history_length, args.max_steps = fields["history_length"], fields["max_env_steps"]
     pairs = expert_steps(
         args.env,
         env_kwargs,
@@ -58,6 +72,9 @@ def main() -> None:
         args.seed,
         args.fork_noise,
         args.step_noise,
+        prompts=prompts,
+        invalid_noise=args.invalid_noise,
+        searching=args.searching,
     )
     corpus = [m["content"] for messages, _ in pairs for m in messages] + [r for _, r in pairs]
     corpus += [" ".join(t) for t in TEMPLATES.values()]

@@ -220,9 +220,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="sampled episodes per task per measurement (ALFWorld 2, CriticalChain 4)",
     )
     parser.add_argument("--train-games", type=int, default=400, help="ALFWorld: generated train games")
-    parser.add_argument("--eval-games", type=int, default=64, help="ALFWorld: generated held-out valid_seen games")
+    parser.add_argument("--eval-games", type=int, default=128, help="ALFWorld: generated held-out valid_seen games")
     parser.add_argument(
-        "--train-eval-tasks", type=int, default=64, help="ALFWorld: train games measured (the first N)"
+        "--train-eval-tasks", type=int, default=32, help="ALFWorld: train games measured (the first N)"
     )
     parser.add_argument("--fork-noise", type=float, default=None, help="CriticalChain: random fork demos (default 1)")
     parser.add_argument("--step-noise", type=float, default=None, help="random demos per step (ALFWorld default 0.2)")
@@ -230,13 +230,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--invalid-noise",
         type=float,
         default=None,
-        help="demos that first play a rejected action, then recover (ALFWorld default 0.0)",
+        help="demos that first play a rejected action, then recover (ALFWorld default 0.2)",
     )
     parser.add_argument(
         "--searching",
         type=float,
         default=None,
-        help="ALFWorld: share of train games demonstrated by the text-only searching agent (default 0.0)",
+        help="ALFWorld: share of train games demonstrated by the text-only searching agent (default 0.5)",
     )
     parser.add_argument(
         "--warm-start", default=None, help="load this saved warm start instead of running SFT (same games and seed)"
@@ -261,9 +261,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.sft_steps is None:
         args.sft_steps = 1000 if args.env == "alfworld" else 300
     if args.searching is None:
-        args.searching = 0.0
+        args.searching = 0.5 if args.env == "alfworld" else 0.0
     if args.invalid_noise is None:
-        args.invalid_noise = 0.0
+        args.invalid_noise = 0.2 if args.env == "alfworld" else 0.0
     if args.step_noise is None:
         args.step_noise = 0.2 if args.env == "alfworld" else 0.0
     return args
