@@ -1,4 +1,4 @@
-"""Generation backends of ``scripts/evaluate.py``: a Hugging Face model, vLLM, an OpenAI-compatible endpoint.
+"""Generation backends of the evaluation (``gaca_train.experiments.evaluate``): HF model, vLLM, chat endpoint.
 
 Every backend samples with the :class:`Sampling` settings and nothing else: the model's own
 ``generation_config.json`` (e.g. Qwen2.5-Instruct's ``repetition_penalty: 1.05``, ``top_k: 20``) is

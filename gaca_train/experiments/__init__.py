@@ -1,7 +1,10 @@
-"""Experiments built on the envs and the trainer: warm starts and the CPU quickstart.
+"""Experiments built on the envs and the trainer: evaluation, warm starts, the CPU quickstart, the estimator study.
 
 - :mod:`gaca_train.experiments.warm_start`: expert demonstrations as chat prompts, and SFT on them.
 - :mod:`gaca_train.experiments.quickstart`: the CPU quickstart (``make demo``) and its seed sweep.
+- :mod:`gaca_train.experiments.evaluate`: evaluation of a model, an endpoint or a baseline on a split.
+- :mod:`gaca_train.experiments.study`: the estimator study (tabular and ALFWorld set-ups, cached runs);
+  :mod:`gaca_train.experiments.study_report` its statistics, tables, plots and report.
 
 The scripts in ``scripts/`` are thin command-line wrappers of these modules.
 """

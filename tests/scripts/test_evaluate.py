@@ -21,11 +21,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def evaluate():
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import evaluate
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
+    """The evaluation's command line (scripts/evaluate.py is a wrapper of it)."""
+    from gaca_train.experiments import evaluate
+
     return evaluate
 
 
