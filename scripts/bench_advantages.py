@@ -1,10 +1,7 @@
 """Benchmark: vectorised estimators vs the loop reference on an ALFWorld-sized batch.
 
-The batch is 128 groups x 8 trajectories x 50 steps (51,200 rows). Anchors repeat as in real
-rollouts: every trajectory of a group starts in the same state, and at each step a trajectory
-stays on the group's "routine" path with probability 0.6 (a state all its siblings share at
-that step) or moves to one of 40 other states of its task (so states recur across rollouts and,
-in loops, within one).
+The batch is 128 groups x 8 trajectories x 50 steps (51,200 rows) of
+:func:`gaca_train.experiments.synthetic.synthetic_batch`, whose anchors repeat as in real rollouts.
 
 Usage:
     python scripts/bench_advantages.py [--groups 128 --trajs 8 --steps 50 --repeats 30 --threads 1]
@@ -23,27 +20,8 @@ import time
 import torch
 
 from gaca_train.advantages import ESTIMATORS, StepRows, compute_advantages
+from gaca_train.experiments.synthetic import synthetic_batch
 from gaca_train.reference import reference_advantages
-
-
-def make_batch(groups: int, trajs: int, steps: int, seed: int = 0) -> StepRows:
-    """A synthetic batch with realistic anchor repetition (see the module docstring)."""
-    g = torch.Generator().manual_seed(seed)
-    n_traj = groups * trajs
-    group = torch.arange(n_traj).repeat_interleave(steps) // trajs
-    traj = torch.arange(n_traj).repeat_interleave(steps)
-    step = torch.arange(steps).repeat(n_traj)
-    routine = torch.rand(n_traj * steps, generator=g) < 0.6
-    off_path = torch.randint(0, 40, (n_traj * steps,), generator=g)
-    local_state = torch.where(routine, step, steps + off_path)
-    local_state[step == 0] = 0  # every rollout of a task starts in the same state
-    anchor = group * 1_000_003 + local_state
-    success = torch.rand(n_traj, generator=g) < 0.5
-    reward = torch.zeros(n_traj * steps)
-    reward[steps - 1 :: steps] = success.float() * 10.0
-    nll = torch.empty(n_traj * steps).exponential_(1.0, generator=g)
-    valid = torch.rand(n_traj * steps, generator=g) < 0.95
-    return StepRows(group=group, traj=traj, step=step, anchor=anchor, reward=reward, nll=nll, valid=valid)
 
 
 def median_seconds(fn, repeats: int) -> float:
@@ -69,7 +47,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
 
     build = time.perf_counter()
-    rows = make_batch(args.groups, args.trajs, args.steps)
+    rows = synthetic_batch(args.groups, args.trajs, args.steps)
     build = time.perf_counter() - build
     raw = {name: getattr(rows, name) for name in ("group", "traj", "step", "anchor", "reward", "nll", "valid")}
     validate = median_seconds(lambda: StepRows(**raw), args.repeats)

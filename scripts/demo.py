@@ -12,13 +12,13 @@ Usage:
 from __future__ import annotations
 
 import torch
-from bench_advantages import make_batch  # scripts/ is on sys.path when run as a script
 
 from gaca_train.advantages import ESTIMATORS, compute_advantages
+from gaca_train.experiments.synthetic import synthetic_batch
 
 
 def main() -> None:
-    rows = make_batch(groups=128, trajs=8, steps=50)
+    rows = synthetic_batch(groups=128, trajs=8, steps=50)
     n_traj = int(rows.traj.max()) + 1
     success = (rows.reward > 0).float().sum().item() / n_traj
     print(f"Batch: {len(rows):,} step rows, {int(rows.group.max()) + 1} task groups, {n_traj} trajectories, "

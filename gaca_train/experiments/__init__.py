@@ -5,6 +5,7 @@
 - :mod:`gaca_train.experiments.evaluate`: evaluation of a model, an endpoint or a baseline on a split.
 - :mod:`gaca_train.experiments.study`: the estimator study (tabular and ALFWorld set-ups, cached runs);
   :mod:`gaca_train.experiments.study_report` its statistics, tables, plots and report.
+- :mod:`gaca_train.experiments.synthetic`: a synthetic ALFWorld-sized batch of step rows (benchmark, demo).
 
 The scripts in ``scripts/`` are thin command-line wrappers of these modules.
 """
