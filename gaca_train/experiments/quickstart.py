@@ -438,7 +438,7 @@ def main(argv: list[str] | None = None) -> dict:
         phase(f"warm start: loading {args.warm_start}", tic)
         model, tokenizer, n_pairs = load_warm_start(Path(args.warm_start))
     else:
-        phase(f"warm start: SFT, {args.sft_steps} steps on expert steps of the train games", tic)
+        phase(f"warm start: SFT, {args.sft_steps} steps on demonstrations of the train games", tic)
         model, tokenizer, n_pairs = warm_start(fields, env_kwargs, args, out)
     save_tiny_model(model, tokenizer, out / "warm_start")
 
