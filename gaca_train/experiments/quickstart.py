@@ -45,6 +45,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 _MEASURE_BATCH = 64  # prompts per generate call in measurements
 CONFIGS = {"alfworld": "quickstart_cpu_alfworld.yaml", "criticalchain": "quickstart_cpu.yaml"}
+# Per-env defaults of the options left unset on the command line.
+ENV_DEFAULTS = {
+    "alfworld": {"fork_noise": 0.0, "eval_episodes": 2, "sft_steps": 1000, "searching": 0.5, "invalid_noise": 0.2,
+                 "step_noise": 0.2},
+    "criticalchain": {"fork_noise": 1.0, "eval_episodes": 4, "sft_steps": 300, "searching": 0.0, "invalid_noise": 0.0,
+                      "step_noise": 0.0},
+}  # fmt: skip
 # The measured seed sweep of the default ALFWorld demo (`--seeds 0-4`), quoted by every single run's summary.
 REFERENCE = ROOT / "docs" / "quickstart_seeds.json"
 # What makes two runs comparable with the reference table (everything but the seed and the output folder).
@@ -254,18 +261,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     args.config = args.config or str(ROOT / "configs" / CONFIGS[args.env])
     args.out = args.out or f"outputs/quickstart-{args.env}"
-    if args.fork_noise is None:
-        args.fork_noise = 1.0 if args.env == "criticalchain" else 0.0
-    if args.eval_episodes is None:
-        args.eval_episodes = 2 if args.env == "alfworld" else 4
-    if args.sft_steps is None:
-        args.sft_steps = 1000 if args.env == "alfworld" else 300
-    if args.searching is None:
-        args.searching = 0.5 if args.env == "alfworld" else 0.0
-    if args.invalid_noise is None:
-        args.invalid_noise = 0.2 if args.env == "alfworld" else 0.0
-    if args.step_noise is None:
-        args.step_noise = 0.2 if args.env == "alfworld" else 0.0
+    for name, value in ENV_DEFAULTS[args.env].items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
     return args
 
 
