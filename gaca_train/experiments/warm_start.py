@@ -66,33 +66,23 @@ def expert_steps(
 
             searcher = SearchingAgent(obs, rng=random.Random(rng.random()))
         for step in range(max_steps):
+            action, keep = None, True
             if searcher is not None:
                 action = searcher.act(obs if step else None)
-                pairs.append((prompts.messages(info["task"], step, obs, info["admissible_actions"], history),
-                              f"<think> </think> <action> {action} </action>"))  # fmt: skip
-                history.append((obs, action))
-                obs, _, terminated, truncated, info = env.step(action)
-                if terminated or truncated:
-                    break
-                continue
-            if invalid_noise and history and rng.random() < invalid_noise:
+            elif invalid_noise and history and rng.random() < invalid_noise:
                 now = set(info["admissible_actions"])
                 rejected = [history[-1][1]] if history[-1][1] not in now else sorted(set(previous) - now)
-                if rejected:
-                    action = rng.choice(rejected)
-                    history.append((obs, action))
-                    previous = info["admissible_actions"]
-                    obs, _, terminated, truncated, info = env.step(action)
-                    if terminated or truncated:
-                        break
-                    continue
-            action = info.get("expert_action") or rng.choice(info["admissible_actions"])
-            noise = False
-            if info.get("fork") and rng.random() < fork_noise:
-                action = rng.choice([a for a in info["admissible_actions"] if a.startswith("take")] or [action])
-            elif step_noise and rng.random() < step_noise:
-                action, noise = rng.choice(info["admissible_actions"]), True
-            if train_on_noise or not noise:
+                if rejected:  # played, never demonstrated
+                    action, keep = rng.choice(rejected), False
+            if action is None:
+                action = info.get("expert_action") or rng.choice(info["admissible_actions"])
+                noise = False
+                if info.get("fork") and rng.random() < fork_noise:
+                    action = rng.choice([a for a in info["admissible_actions"] if a.startswith("take")] or [action])
+                elif step_noise and rng.random() < step_noise:
+                    action, noise = rng.choice(info["admissible_actions"]), True
+                keep = train_on_noise or not noise
+            if keep:
                 messages = prompts.messages(info["task"], step, obs, info["admissible_actions"], history)
                 pairs.append((messages, f"<think> </think> <action> {action} </action>"))
             history.append((obs, action))
