@@ -13,14 +13,11 @@ import gymnasium as gym
 import pytest
 
 import gaca_envs  # noqa: F401  (registers GACA-ALFWorld-v0)
+from gaca_envs.alfworld import parity
 from gaca_envs.alfworld.domain import demangle
 from gaca_envs.alfworld.engines import GameFileError
 from gaca_envs.alfworld.engines.native import NativeEngine
 from gaca_envs.alfworld.engines.textworld import TextWorldEngine
-
-REPO = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(REPO / "scripts"))
-import parity_alfworld  # noqa: E402
 
 PARITY_GAMES = 30
 PARITY_STEPS = 15
@@ -39,10 +36,10 @@ def parity_root(tmp_path_factory) -> Path:
 
 @pytest.mark.slow
 def test_parity_subset_matches_textworld(parity_root, monkeypatch, capsys):
-    # The parity script on 30 games: walkthrough + one random walk (admissible, invalid and
+    # The parity check on 30 games: walkthrough + one random walk (admissible, invalid and
     # whitespace-padded commands) per game, every step's text, commands, won, facts, anchor key.
-    monkeypatch.setattr(parity_alfworld, "WALK_STEPS", PARITY_STEPS)
-    status = parity_alfworld.main(["--games", str(PARITY_GAMES), "--walks", "1", "--data", str(parity_root)])
+    monkeypatch.setattr(parity, "WALK_STEPS", PARITY_STEPS)
+    status = parity.main(["--games", str(PARITY_GAMES), "--walks", "1", "--data", str(parity_root)])
     out = capsys.readouterr().out
     assert status == 0, out
     assert f"parity: {PARITY_GAMES} games" in out and " 0 mismatches" in out
@@ -56,9 +53,9 @@ def test_parity_subset_matches_textworld(parity_root, monkeypatch, capsys):
 def test_parity_subset_on_real_difficulty_games(tmp_path, monkeypatch, capsys):
     # Games of the `real` difficulty (issue 16): receptacles sharing a place, cabinets and drawers
     # that do not open, fixed scene objects, denser surfaces. Walkthrough + one walk per game.
-    monkeypatch.setattr(parity_alfworld, "WALK_STEPS", PARITY_STEPS)
+    monkeypatch.setattr(parity, "WALK_STEPS", PARITY_STEPS)
     argv = ["--games", str(REAL_PARITY_GAMES), "--walks", "1", "--difficulty", "real", "--data", str(tmp_path)]
-    status = parity_alfworld.main(argv)
+    status = parity.main(argv)
     out = capsys.readouterr().out
     assert status == 0, out
     assert f"parity: {REAL_PARITY_GAMES} games" in out and " 0 mismatches" in out
