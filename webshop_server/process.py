@@ -1,6 +1,6 @@
 """Run ``webshop-server`` as a child process: pick a free port, start it, wait for it, stop it.
 
-For benchmarks and tests that need the server over real HTTP (scripts/bench_webshop.py,
+For benchmarks and tests that need the server over real HTTP (webshop_server/bench.py,
 tests/gaca_envs/webshop/test_http.py); ``webshop-server --port N`` in a shell does the same.
 """
 
