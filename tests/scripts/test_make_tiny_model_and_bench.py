@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from gaca_train.experiments import bench_trainer
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -31,11 +33,6 @@ def test_make_tiny_model_saves_a_model_autotokenizer_loads_with_its_words(tmp_pa
 
 @pytest.mark.slow
 def test_bench_trainer_parts_add_up_to_the_iteration():
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import bench_trainer
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
     args = argparse.Namespace(
         iterations=1, tasks=2, rollouts=2, mini_batch_rows=5, horizon=3, max_env_steps=3,
         max_completion_length=4, hidden_size=16, num_layers=1, vector_env="sync", threads=1,

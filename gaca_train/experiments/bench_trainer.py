@@ -1,0 +1,151 @@
+"""Time per GACATrainer iteration, split into generation, env, advantage, train and other.
+
+    python scripts/bench_trainer.py --iterations 5 --micro-batch-tokens 512 4096
+
+Builds a tiny model locally (no download) and trains it with GACA on GACA-CriticalChain-v0, once
+per token budget given (``micro_batch_tokens``, padded tokens per micro-batch). Per iteration (the
+first is a warm-up and not counted):
+
+* generation: ``model.generate`` with log-prob recording, and decoding the responses;
+* env: resets and steps of the vector env;
+* advantage: step rows -> ``compute_advantages``;
+* train: the update phase: old-policy log-probs when needed, the loss forward/backward passes of
+  every micro-batch and the optimiser steps (``time/update``);
+* other: prompt rendering and tokenising, logging and the rest.
+
+Also the update phase's rows/s and padded tokens/s, and the process's peak resident memory. The
+target of issue 6 is env + advantage + other under 10% of the iteration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import TrainerCallback
+
+from gaca_train.config import GACAConfig
+from gaca_train.rollout import prompt_templates
+from gaca_train.tiny import build_tiny_model, build_tokenizer, cpu_run_defaults
+from gaca_train.trainer import GACATrainer
+
+
+class _IterationTimer(TrainerCallback):
+    """Wall time of each optimiser step (one rollout iteration here)."""
+
+    def __init__(self) -> None:
+        self.times: list[float] = []
+        self._start = 0.0
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self._start = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.times.append(time.perf_counter() - self._start)
+
+
+def _corpus(env_kwargs: dict[str, Any]) -> list[str]:
+    from gaca_envs.criticalchain import CriticalChainEnv
+
+    env = CriticalChainEnv(**{**env_kwargs, "expert": True})
+    texts = [" ".join(t) for t in prompt_templates()]
+    texts.append("' [ ] 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 Step Observation Action Your last")
+    for task in env.task_ids("train")[:50]:
+        obs, info = env.reset(options={"task_id": task})
+        done = False
+        while not done:
+            texts += [obs, " ".join(info["admissible_actions"])]
+            obs, _, terminated, truncated, info = env.step(info["expert_action"])
+            done = terminated or truncated
+    return texts
+
+
+def run(args: argparse.Namespace, micro_batch_tokens: int | None) -> dict[str, Any]:
+    """Trains for ``args.iterations + 1`` iterations and returns mean seconds per component."""
+    torch.set_num_threads(args.threads)
+    env_kwargs = {"horizon": args.horizon, "num_branches": 2, "num_tasks": 100}
+    tokenizer = build_tokenizer(_corpus(env_kwargs))
+    model = build_tiny_model(tokenizer, hidden_size=args.hidden_size, num_layers=args.num_layers)
+    with tempfile.TemporaryDirectory() as out:
+        config = GACAConfig(
+            output_dir=str(Path(out) / "run"),
+            env_id="GACA-CriticalChain-v0",
+            env_kwargs=env_kwargs,
+            vector_env=args.vector_env,
+            estimator="gaca",
+            tasks_per_iteration=args.tasks,
+            rollouts_per_task=args.rollouts,
+            mini_batch_rows=args.mini_batch_rows,
+            micro_batch_tokens=micro_batch_tokens,
+            max_env_steps=args.max_env_steps,
+            max_completion_length=args.max_completion_length,
+            max_steps=args.iterations + 1,
+            learning_rate=1e-3,
+            **cpu_run_defaults(),
+        )
+        timer = _IterationTimer()
+        trainer = GACATrainer(model=model, args=config, processing_class=tokenizer, callbacks=[timer])
+        trainer.train()
+    logs = [log for log in trainer.state.log_history if "time/rollout" in log][1:]
+    iterations = timer.times[1:]
+    parts = {"iteration": statistics.mean(iterations)}
+    parts["generation"] = statistics.mean(log["time/generation"] for log in logs)
+    parts["env"] = statistics.mean(log["time/env"] for log in logs)
+    parts["advantage"] = statistics.mean(log["time/advantage"] for log in logs)
+    rollout = statistics.mean(log["time/rollout"] for log in logs)
+    parts["train"] = statistics.mean(log["time/update"] for log in logs)
+    parts["other"] = parts["iteration"] - rollout - parts["advantage"] - parts["train"]
+    parts["other"] += rollout - parts["generation"] - parts["env"]
+    parts["rows_per_iteration"] = statistics.mean(log["rollout/steps"] for log in logs)
+    parts["updates"] = statistics.mean(log["train/updates"] for log in logs)
+    parts["micro_batches"] = statistics.mean(log["train/micro_batches"] for log in logs)
+    parts["update_rows_per_s"] = statistics.mean(log["throughput/update_rows_per_s"] for log in logs)
+    parts["update_tokens_per_s"] = statistics.mean(log["throughput/update_tokens_per_s"] for log in logs)
+    parts["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return parts
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command line entry point: one run per token budget, a Markdown table of each."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--iterations", type=int, default=5, help="timed iterations (after one warm-up)")
+    parser.add_argument("--tasks", type=int, default=4, help="tasks per iteration")
+    parser.add_argument("--rollouts", type=int, default=8, help="rollouts per task")
+    parser.add_argument("--mini-batch-rows", type=int, default=None, help="rows per update (default: all)")
+    parser.add_argument(
+        "--micro-batch-tokens", type=int, nargs="+", default=[512, 4096], help="token budgets to compare"
+    )
+    parser.add_argument("--horizon", type=int, default=10, help="CriticalChain stages")
+    parser.add_argument("--max-env-steps", type=int, default=15)
+    parser.add_argument("--max-completion-length", type=int, default=24)
+    parser.add_argument("--hidden-size", type=int, default=64)
+    parser.add_argument("--num-layers", type=int, default=2)
+    parser.add_argument("--vector-env", choices=("sync", "async"), default="sync")
+    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads")
+    parser.add_argument("--json", help="also write the figures to this JSON file")
+    args = parser.parse_args(argv)
+    results = {}
+    for budget in args.micro_batch_tokens:
+        parts = run(args, budget)
+        results[budget] = parts
+        total = parts["iteration"]
+        print(f"\nmicro_batch_tokens={budget}: rows per iteration {parts['rows_per_iteration']:.0f}, "
+              f"{parts['updates']:.0f} update(s) of {parts['micro_batches']:.1f} micro-batches")  # fmt: skip
+        print("| part | seconds / iteration | share |")
+        print("|---|---|---|")
+        for name in ("generation", "env", "advantage", "train", "other"):
+            print(f"| {name} | {parts[name]:.3f} | {parts[name] / total:.1%} |")
+        print(f"| **iteration** | {total:.3f} | 100% |")
+        overhead = (parts["env"] + parts["advantage"] + parts["other"]) / total
+        print(f"env + advantage + other = {overhead:.1%} of the iteration (target < 10%)")
+        print(f"update phase: {parts['update_rows_per_s']:.0f} rows/s, {parts['update_tokens_per_s']:.0f} padded "
+              f"tokens/s; peak RSS {parts['peak_rss_mb']:.0f} MB")  # fmt: skip
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
