@@ -6,6 +6,8 @@
 - :mod:`gaca_train.experiments.study`: the estimator study (tabular and ALFWorld set-ups, cached runs);
   :mod:`gaca_train.experiments.study_report` its statistics, tables, plots and report.
 - :mod:`gaca_train.experiments.synthetic`: a synthetic ALFWorld-sized batch of step rows (benchmark, demo).
+- :mod:`gaca_train.experiments.train`: the TRL-style training command line (``scripts/train.py``).
+- :mod:`gaca_train.experiments.bench_trainer`: time per trainer iteration, by part (``scripts/bench_trainer.py``).
 
 The scripts in ``scripts/`` are thin command-line wrappers of these modules.
 """

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from gaca_train.experiments import train
 from gaca_train.tiny import save_tiny_model
 from tests.gaca_train.tiny_setup import ENV_KWARGS, tiny_model_and_tokenizer
 
@@ -50,11 +51,6 @@ def _write_config(tmp_path, model_dir, **overrides):
 
 
 def test_yaml_config_with_cli_override_trains_and_saves(tmp_path, tiny_model_dir):
-    sys.path.insert(0, str(ROOT / "scripts"))
-    try:
-        import train
-    finally:
-        sys.path.remove(str(ROOT / "scripts"))
     config = _write_config(tmp_path, tiny_model_dir)
     script_args, training_args, model_args = train.make_parser().parse_args_and_config(
         args=["--config", str(config), "--estimator", "gigpo", "--omega", "0.5"]

@@ -1,0 +1,93 @@
+"""Train an LLM agent with GACA, GiGPO or GRPO on a GACA env, TRL-style.
+
+    accelerate launch scripts/train.py --config configs/alfworld_gaca.yaml
+    python scripts/train.py --config configs/alfworld_gaca.yaml --dry_run true   # start-up checks only
+    python scripts/train.py --config configs/quickstart_cpu.yaml --estimator gigpo   # CLI overrides YAML
+
+Arguments: every ``GACAConfig`` field (TRL's ``GRPOConfig`` plus env, rollout and estimator
+options), TRL's ``ModelConfig`` (model path, dtype, LoRA, quantisation) and the script options
+below. Run ``python scripts/train.py --help`` for the full list. That script wraps :func:`cli`.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+
+from transformers import AutoTokenizer
+from trl import ModelConfig, TrlParser, get_peft_config, get_quantization_config
+
+from gaca_train.config import GACAConfig
+from gaca_train.startup import check_startup, describe_schedule
+from gaca_train.trainer import GACATrainer
+
+
+@dataclass
+class ScriptArguments:
+    """Options of this script that are not part of the trainer's config."""
+
+    save_final_model: bool = field(default=True, metadata={"help": "Save the model to output_dir after training."})
+    dry_run: bool = field(
+        default=False,
+        metadata={"help": "Run every start-up check, print the schedule and memory plan, and stop before loading."},
+    )
+
+
+def main(script_args: ScriptArguments, training_args: GACAConfig, model_args: ModelConfig) -> None:
+    """Builds the trainer from the parsed arguments and trains."""
+    if model_args.model_name_or_path is None:
+        raise ValueError("model_name_or_path is required: a hub id or a local folder (see scripts/make_tiny_model.py)")
+    check_startup(training_args, model_args.model_name_or_path)
+    if script_args.dry_run:
+        print(f"start-up checks passed; {describe_schedule(training_args)}")
+        return
+    model_init_kwargs = dict(
+        revision=model_args.model_revision,
+        trust_remote_code=training_args.trust_remote_code,
+        attn_implementation=model_args.attn_implementation,
+        dtype=model_args.dtype,
+    )
+    model_init_kwargs.update(training_args.model_init_kwargs or {})
+    training_args.model_init_kwargs = model_init_kwargs
+    tokenizer = AutoTokenizer.from_pretrained(
+        model_args.model_name_or_path,
+        revision=model_args.model_revision,
+        trust_remote_code=training_args.trust_remote_code,
+        padding_side="left",
+    )
+    trainer = GACATrainer(
+        model=model_args.model_name_or_path,
+        args=training_args,
+        processing_class=tokenizer,
+        peft_config=get_peft_config(model_args),
+        quantization_config=get_quantization_config(model_args),
+    )
+    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    if script_args.save_final_model:
+        trainer.save_model(training_args.output_dir)
+        trainer.accelerator.print(f"Model saved to {training_args.output_dir}")
+
+
+def make_parser() -> TrlParser:
+    """The CLI parser: script options, GACAConfig and ModelConfig, with ``--config`` YAML support."""
+    return TrlParser((ScriptArguments, GACAConfig, ModelConfig))
+
+
+def cpu_dry_run_args(argv: list[str]) -> list[str]:
+    """For ``--dry_run`` on a machine without CUDA: check the config as it would run, with bf16 off.
+
+    TrainingArguments refuses ``bf16`` without a GPU at parse time, before any check of ours.
+    """
+    import torch
+
+    if any(a.startswith("--dry_run") for a in argv) and not torch.cuda.is_available():
+        print("dry run without a GPU: checking with --bf16 false --use_cpu true")
+        return [*argv, "--bf16", "false", "--use_cpu", "true"]
+    return argv
+
+
+def cli(argv: list[str] | None = None) -> None:
+    """Command line entry point: parses ``argv`` (default: ``sys.argv[1:]``) and YAML, then :func:`main`."""
+    argv = cpu_dry_run_args(sys.argv[1:] if argv is None else argv)
+    script_args, training_args, model_args = make_parser().parse_args_and_config(args=argv)
+    main(script_args, training_args, model_args)
