@@ -34,6 +34,7 @@ from typing import Any
 import gymnasium as gym
 
 from gaca_train.endpoint import EndpointError
+from gaca_train.episodes import BaselinePolicy, Decision, EnvList, Played, Turn, play
 from gaca_train.rollout import _HISTORY_CHARS, ParsedResponse, PromptBuilder, parse_response
 
 logger = logging.getLogger(__name__)
@@ -169,27 +170,49 @@ def play_chat_episode(
     steps; ``parse`` reads each response. If ``chat`` raises :class:`EndpointError` the episode stops
     there with ``record["error"]``. Once ``stop`` is set the episode is abandoned and None returned.
     """
-    obs, info = env.reset(seed=seed + job.index, options={"task_id": job.task_id})
-    record = new_record(job, info)
-    history: list[tuple[str, str]] = []
-    for step in range(prompts.max_steps):
-        if stop is not None and stop.is_set():
-            return None
-        messages = prompts.messages(info["task"], step, obs, info["admissible_actions"], history)
-        try:
-            text = chat(messages)
-        except EndpointError as e:
-            record["error"] = str(e)
-            return record
-        parsed = parse(text)
-        next_obs, reward, terminated, truncated, next_info = env.step(parsed.action)
-        _record_step(record, parsed.action, parsed.valid, float(reward), next_info)
-        history.append((obs, parsed.action if parsed.valid else parsed.action[:_HISTORY_CHARS]))
-        obs, info = next_obs, next_info
-        if terminated or truncated:
-            record["truncated"] = bool(truncated and not terminated)
-            return record
-    record["truncated"] = True
+    try:
+        played = play(EnvList([env]), [job.task_id], _ChatPolicy(chat, prompts, parse, stop), prompts.max_steps,
+                      seed=seed + job.index)  # fmt: skip
+    except _Abandoned:
+        return None
+    return _played_record(job, played)
+
+
+class _Abandoned(Exception):
+    """The run stops: the episode in flight is dropped unrecorded."""
+
+
+class _ChatPolicy:
+    """A chat-level policy (messages in, response text out) over the episode loop."""
+
+    def __init__(self, chat: ChatFn, prompts: PromptBuilder, parse: ParseFn, stop: threading.Event | None) -> None:
+        self.chat, self.prompts, self.parse, self.stop = chat, prompts, parse, stop
+
+    def act(self, turns: list[Turn]) -> list[Decision]:
+        decisions = []
+        for t in turns:
+            if self.stop is not None and self.stop.is_set():
+                raise _Abandoned
+            messages = self.prompts.messages(t.info["task"], t.step, t.observation, t.info["admissible_actions"],
+                                             t.history)  # fmt: skip
+            try:
+                text = self.chat(messages)
+            except EndpointError as e:
+                decisions.append(Decision(None, error=str(e)))
+                continue
+            parsed = self.parse(text)
+            shown = parsed.action if parsed.valid else parsed.action[:_HISTORY_CHARS]
+            decisions.append(Decision(parsed.action, valid=parsed.valid, shown=shown))
+        return decisions
+
+
+def _played_record(job: Job, played: Played) -> dict[str, Any]:
+    """The episode record of a one-env :func:`~gaca_train.episodes.play`."""
+    episode = played.episodes[0]
+    record = new_record(job, played.transitions[0].info if played.transitions else episode.info)
+    for t in played.transitions:
+        _record_step(record, t.decision.action, t.decision.valid, t.reward, t.next_info)
+    record["error"], record["truncated"] = episode.error, episode.truncated
     return record
 
 
@@ -319,27 +342,8 @@ def play_baseline_jobs(
         ValueError: for ``"expert"`` when the env gives no ``info["expert_action"]``.
     """
     for job in jobs:
-        rng = random.Random(seed + job.index)
-        obs, info = env.reset(seed=seed + job.index, options={"task_id": job.task_id})
-        record = new_record(job, info)
-        for _ in range(max_steps):
-            if policy == "expert":
-                if "expert_action" not in info:
-                    raise ValueError(
-                        f"--policy expert needs info['expert_action']; {env.spec.id} did not give one "
-                        "(pass --env-kwargs '{\"expert\": true}' if the env supports it)"
-                    )
-                action = info["expert_action"]
-            else:
-                action = rng.choice(info["admissible_actions"]) if info["admissible_actions"] else "look"
-            obs, reward, terminated, truncated, info = env.step(action)
-            _record_step(record, action, True, float(reward), info)
-            if terminated or truncated:
-                record["truncated"] = bool(truncated and not terminated)
-                break
-        else:
-            record["truncated"] = True
-        on_record(record)
+        player = BaselinePolicy(policy, random.Random(seed + job.index), env.spec.id if env.spec else "the env")
+        on_record(_played_record(job, play(EnvList([env]), [job.task_id], player, max_steps, seed=seed + job.index)))
 
 
 class EpisodeLog:

@@ -15,41 +15,19 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from gaca_train.advantages import StepRows, anchor_ids
+from gaca_train.advantages import StepRows
+from gaca_train.episodes import Decision, Episode, Turn, play
 from gaca_train.vector import RolloutPool
 
 TEMPLATE_FIELDS: tuple[str, ...] = ("task", "step", "max_steps", "history", "observation", "admissible_actions")
 _ANSWER_FORMAT = (
     "First reason briefly inside <think> </think>, then give exactly one admissible action inside <action> </action>."
 )
-_DEFAULT_USER = (
-    "Your task: {task}\n{history}Step {step} of at most {max_steps}. Current observation: {observation}\n"
-    "Admissible actions: {admissible_actions}\n" + _ANSWER_FORMAT
-)
-# Per env family: (system prompt, user-message template). Picked by the env id's prefix.
-TEMPLATES: dict[str, tuple[str, str]] = {
-    "default": ("You are an agent acting in a text environment.", _DEFAULT_USER),
-    "GACA-ALFWorld": (
-        "You are an expert household agent in the ALFRED embodied text environment.",
-        "Your task is to: {task}\n{history}You are at step {step} (at most {max_steps}). "
-        "Current observation: {observation}\nAdmissible actions: {admissible_actions}\n" + _ANSWER_FORMAT,
-    ),
-    "GACA-WebShop": (
-        "You are an expert shopping agent on the WebShop website.",
-        "Instruction: {task}\n{history}You are at step {step} (at most {max_steps}). Current page: {observation}\n"
-        "Available actions: {admissible_actions}\n" + _ANSWER_FORMAT,
-    ),
-    "GACA-CriticalChain": (
-        "You are a courier walking a road of stages.",
-        "Task: {task}\n{history}Step {step} of at most {max_steps}. Now: {observation}\n"
-        "Actions: {admissible_actions}\n" + _ANSWER_FORMAT,
-    ),
-}
 _RESPONSE = re.compile(r"^\s*<think>(.*?)</think>\s*<action>(.*?)</action>\s*$", re.DOTALL)
 _ACTION = re.compile(r"<action>(.*?)</action>", re.DOTALL)
 _HISTORY_CHARS = 300  # an invalid response is shown in later prompts cut to this length
@@ -73,12 +51,38 @@ def max_over_ranks(accelerator: Any) -> LockstepFn | None:
 
 
 def template_for(env_id: str) -> tuple[str, str]:
-    """The (system prompt, user template) of an env id's family, the default if none matches."""
-    base = env_id.split(":")[-1]
-    for prefix, template in TEMPLATES.items():
-        if base.startswith(prefix):
-            return template
-    return TEMPLATES["default"]
+    """The (system prompt, user template) of an env: its class's ``prompt`` with the answer format appended.
+
+    An id that is not registered, or whose env class has no ``prompt``, gets ``TaskEnv``'s generic one.
+    """
+    from gaca_envs.task_env import TaskEnv
+
+    prompt = getattr(_env_class(env_id), "prompt", TaskEnv.prompt)
+    return prompt[0], f"{prompt[1]}\n{_ANSWER_FORMAT}"
+
+
+def prompt_templates() -> list[tuple[str, str]]:
+    """The generic template and every registered GACA env's (each once): the words a tiny tokenizer needs."""
+    from gaca_envs.registration import ENV_SPECS
+
+    out = [template_for("")]
+    for env_id in ENV_SPECS:
+        if template_for(env_id) not in out:
+            out.append(template_for(env_id))
+    return out
+
+
+def _env_class(env_id: str) -> Any:
+    import gymnasium as gym
+    from gymnasium.envs.registration import load_env_creator
+
+    import gaca_envs  # noqa: F401  (registers the GACA ids)
+
+    try:
+        entry_point = gym.spec(env_id.split(":")[-1]).entry_point
+    except gym.error.Error:
+        return None
+    return load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
 
 
 @dataclass(frozen=True)
@@ -196,24 +200,11 @@ class StepRecord:
 
 
 @dataclass
-class EpisodeRecord:
-    """One finished (or cut-off) episode."""
-
-    env_index: int
-    task_id: str
-    won: bool = False
-    score: float = 0.0
-    length: int = 0
-    truncated: bool = False
-    info: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
 class RolloutResult:
     """Everything a rollout recorded; ``steps`` are in play order (turn by turn)."""
 
     steps: list[StepRecord]
-    episodes: list[EpisodeRecord]
+    episodes: list[Episode]
     group_of_env: list[int]
     timings: dict[str, float]
 
@@ -228,18 +219,14 @@ class RolloutResult:
             reward_scale: multiplies every env reward.
             traj_offset: added to the env index to form trajectory ids (unique across ranks).
         """
-        steps = self.steps
-        keys = [s.anchor_key if anchor == "state" else s.anchor_text for s in steps]
-        nll = [-(sum(s.logps) / (len(s.logps) if nll_reduction == "mean" else 1)) for s in steps]
-        return StepRows(
-            group=torch.tensor([self.group_of_env[s.env_index] for s in steps], dtype=torch.int64),
-            traj=torch.tensor([traj_offset + s.env_index for s in steps], dtype=torch.int64),
-            step=torch.tensor([s.step for s in steps], dtype=torch.int64),
-            anchor=anchor_ids(keys),
-            reward=torch.tensor([s.reward * reward_scale for s in steps], dtype=torch.float32),
-            nll=torch.tensor(nll, dtype=torch.float32),
-            valid=torch.tensor([s.valid for s in steps], dtype=torch.bool),
-        )
+        return StepRows.from_steps(
+            [
+                {"group": self.group_of_env[s.env_index], "traj": traj_offset + s.env_index, "step": s.step,
+                 "anchor_key": s.anchor_key if anchor == "state" else s.anchor_text, "reward": s.reward * reward_scale,
+                 "nll": -(sum(s.logps) / (len(s.logps) if nll_reduction == "mean" else 1)), "valid": s.valid}
+                for s in self.steps
+            ]
+        )  # fmt: skip
 
     def metrics(self) -> dict[str, float]:
         """Episode and step statistics (``rollout/*``) and timings (``time/*``)."""
@@ -267,12 +254,7 @@ def run_rollout(
     prompts: PromptBuilder,
     *,
     seed: int | None = None,
-    batch_size: int | None = None,
-    chat_template_kwargs: dict[str, Any] | None = None,
-    progress: Any = None,
-    lockstep: LockstepFn | None = None,
-    max_prompt_length: int | None = None,
-    parse: Callable[[str], ParsedResponse] = parse_response,
+    **options: Any,
 ) -> RolloutResult:
     """Plays one episode in every env of ``pool``; env ``i`` plays ``task_ids[i]``.
 
@@ -291,12 +273,8 @@ def run_rollout(
         tokenizer: renders chat messages with ``apply_chat_template`` and decodes completions.
         prompts: builds each turn's messages.
         seed: reset seed (env ``i`` gets ``seed + i``), for reproducible env randomness.
-        batch_size: most prompts per ``generate`` call (None: all live envs at once).
-        chat_template_kwargs: extra ``apply_chat_template`` arguments.
-        progress: optional tqdm-like bar, advanced once per turn.
-        lockstep: in a distributed run, the largest of a count over the ranks (None: one process).
-        max_prompt_length: most tokens of a prompt (None: no limit), as verl-agent's ``max_prompt_length``.
-        parse: reads a response into an action (:func:`parse_response` with the run's format check).
+        **options: :class:`LLMPolicy`'s keyword arguments (batch size, chat template arguments,
+            progress bar, ``lockstep``, ``max_prompt_length``, ``parse``).
 
     Returns:
         The :class:`RolloutResult`.
@@ -304,58 +282,96 @@ def run_rollout(
     Raises:
         ValueError: if a prompt is longer than ``max_prompt_length``.
     """
-    timings = {"env": 0.0, "generation": 0.0, "tokenize": 0.0}
-    tic = time.perf_counter()
-    first = pool.reset(task_ids, seed=seed)
-    timings["env"] += time.perf_counter() - tic
     groups: dict[str, int] = {}
     group_of_env = [groups.setdefault(t, len(groups)) for t in task_ids]
-    state = _EpisodeState(
-        obs=[o for o, _ in first],
-        infos=[info for _, info in first],
-        history=[[] for _ in task_ids],
-        episodes=[EpisodeRecord(i, t) for i, t in enumerate(task_ids)],
-    )
-    live = list(range(pool.num_envs))
-    steps: list[StepRecord] = []
-    filler: list[int] | None = None  # lockstep padding: this rank's first prompt
-    for turn in range(prompts.max_steps):
-        n_calls = lockstep(len(live)) if lockstep is not None else len(live)
+    policy = LLMPolicy(generate, tokenizer, prompts, **options)
+    played = play(pool, task_ids, policy, prompts.max_steps, seed=seed, collective=policy.lockstep is not None)
+    steps = [
+        StepRecord(
+            env_index=t.env_index,
+            step=t.step,
+            anchor_key=t.info["anchor_key"],
+            anchor_text=t.info["anchor_text"],
+            reward=t.reward,
+            valid=t.decision.valid,
+            env_valid=bool(t.next_info.get("action_valid", True)),
+            prompt_ids=t.decision.data[0],
+            completion_ids=t.decision.data[1],
+            logps=t.decision.data[2],
+            response=t.decision.data[3],
+        )
+        for t in played.transitions
+    ]
+    return RolloutResult(steps, played.episodes, group_of_env, {"env": played.env_seconds, **policy.timings})
+
+
+class LLMPolicy:
+    """A token-level LLM as a :class:`~gaca_train.episodes.Policy`: renders, generates, parses.
+
+    Each decision's ``data`` is (prompt ids, completion ids, sampling log-probs, response text);
+    ``timings`` sums the generation and tokenize seconds.
+
+    Args:
+        generate: generates completions with their token log-probs (see :data:`GenerateFn`).
+        tokenizer: renders chat messages with ``apply_chat_template`` and decodes completions.
+        prompts: builds each turn's messages.
+        batch_size: most prompts per ``generate`` call (None: all live envs at once).
+        chat_template_kwargs: extra ``apply_chat_template`` arguments.
+        progress: optional tqdm-like bar, advanced once per turn.
+        lockstep: in a distributed run, the largest of a count over the ranks (None: one process).
+        max_prompt_length: most tokens of a prompt (None: no limit), as verl-agent's ``max_prompt_length``.
+        parse: reads a response into an action (:func:`parse_response` with the run's format check).
+    """
+
+    def __init__(
+        self,
+        generate: GenerateFn,
+        tokenizer: Any,
+        prompts: PromptBuilder,
+        *,
+        batch_size: int | None = None,
+        chat_template_kwargs: dict[str, Any] | None = None,
+        progress: Any = None,
+        lockstep: LockstepFn | None = None,
+        max_prompt_length: int | None = None,
+        parse: Callable[[str], ParsedResponse] = parse_response,
+    ) -> None:
+        self.generate, self.tokenizer, self.prompts = generate, tokenizer, prompts
+        self.batch_size, self.chat_template_kwargs, self.progress = batch_size, chat_template_kwargs, progress
+        self.lockstep, self.max_prompt_length, self.parse = lockstep, max_prompt_length, parse
+        self.timings = {"generation": 0.0, "tokenize": 0.0}
+        self._filler: list[int] | None = None  # lockstep padding: this rank's first prompt
+
+    def act(self, turns: list[Turn]) -> list[Decision] | None:
+        """One generation round for the live envs (padded to the ranks' largest count in lockstep)."""
+        n_calls = self.lockstep(len(turns)) if self.lockstep is not None else len(turns)
         if n_calls == 0:
-            break
+            return None
         tic = time.perf_counter()
-        conversations = [
-            prompts.messages(state.infos[i]["task"], turn, state.obs[i], state.infos[i]["admissible_actions"],
-                             state.history[i])
-            for i in live
+        prompt_ids = [
+            _render(self.tokenizer, self.prompts.messages(t.info["task"], t.step, t.observation,
+                                                          t.info["admissible_actions"], t.history),
+                    self.chat_template_kwargs)
+            for t in turns
         ]  # fmt: skip
-        prompt_ids = [_render(tokenizer, c, chat_template_kwargs) for c in conversations]
-        _check_prompt_lengths(prompt_ids, max_prompt_length, turn)
-        filler = filler or prompt_ids[0]
-        timings["tokenize"] += time.perf_counter() - tic
+        _check_prompt_lengths(prompt_ids, self.max_prompt_length, turns[0].step if turns else 0)
+        self._filler = self._filler or (prompt_ids[0] if prompt_ids else None)
+        self.timings["tokenize"] += time.perf_counter() - tic
         tic = time.perf_counter()
-        padded = prompt_ids + [filler] * (n_calls - len(live))
-        completion_ids, logps = _generate_in_chunks(generate, padded, batch_size or n_calls)
-        completion_ids, logps = completion_ids[: len(live)], logps[: len(live)]
-        if not live:  # this rank only kept the others company
-            timings["generation"] += time.perf_counter() - tic
-            continue
-        texts = tokenizer.batch_decode(completion_ids, skip_special_tokens=True)
-        timings["generation"] += time.perf_counter() - tic
-        parsed = [parse(t) for t in texts]
-        actions: list[str | None] = [None] * pool.num_envs
-        for k, i in enumerate(live):
-            actions[i] = parsed[k].action
-        tic = time.perf_counter()
-        results = pool.step(actions)
-        timings["env"] += time.perf_counter() - tic
-        turn_out = zip(live, parsed, prompt_ids, completion_ids, logps, texts, strict=True)
-        live = [i for i, *rest in turn_out if state.record(steps, turn, i, results[i], *rest)]
-        if progress is not None:
-            progress.update(1)
-    for i in live:  # cut off by the rollout's step limit rather than by the env
-        state.episodes[i].truncated = True
-    return RolloutResult(steps, state.episodes, group_of_env, timings)
+        padded = prompt_ids + [self._filler] * (n_calls - len(turns))
+        completion_ids, logps = _generate_in_chunks(self.generate, padded, self.batch_size or n_calls)
+        completion_ids, logps = completion_ids[: len(turns)], logps[: len(turns)]
+        texts = self.tokenizer.batch_decode(completion_ids, skip_special_tokens=True) if turns else []
+        self.timings["generation"] += time.perf_counter() - tic
+        decisions = []
+        for ids, cids, lps, text in zip(prompt_ids, completion_ids, logps, texts, strict=True):
+            parsed = self.parse(text)
+            shown = parsed.action if parsed.valid else parsed.action[:_HISTORY_CHARS]
+            data = (list(ids), list(cids), [float(x) for x in lps], text)
+            decisions.append(Decision(parsed.action, valid=parsed.valid, shown=shown, data=data))
+        if turns and self.progress is not None:
+            self.progress.update(1)
+        return decisions
 
 
 def _check_prompt_lengths(prompt_ids: list[list[int]], limit: int | None, turn: int) -> None:
@@ -379,64 +395,11 @@ def _generate_in_chunks(
     return completion_ids, logps
 
 
-@dataclass
-class _EpisodeState:
-    """What a rollout tracks per env between turns."""
-
-    obs: list[str]
-    infos: list[dict[str, Any]]
-    history: list[list[tuple[str, str]]]
-    episodes: list[EpisodeRecord]
-
-    def record(
-        self,
-        steps: list[StepRecord],
-        turn: int,
-        i: int,
-        res: Any,
-        parsed: ParsedResponse,
-        prompt_ids: list[int],
-        completion_ids: list[int],
-        logps: list[float],
-        text: str,
-    ) -> bool:
-        """Appends env ``i``'s step to ``steps``, advances its state; returns whether it is still live."""
-        info = self.infos[i]
-        steps.append(
-            StepRecord(
-                env_index=i,
-                step=turn,
-                anchor_key=info["anchor_key"],
-                anchor_text=info["anchor_text"],
-                reward=res.reward,
-                valid=parsed.valid,
-                env_valid=bool(res.info.get("action_valid", True)),
-                prompt_ids=list(prompt_ids),
-                completion_ids=list(completion_ids),
-                logps=[float(x) for x in logps],
-                response=text,
-            )
-        )
-        shown = parsed.action if parsed.valid else parsed.action[:_HISTORY_CHARS]
-        self.history[i].append((self.obs[i], shown))
-        self.obs[i], self.infos[i] = res.observation, res.info
-        _update_episode(self.episodes[i], res, turn)
-        return not (res.terminated or res.truncated)
-
-
 def _render(tokenizer: Any, conversation: list[dict[str, str]], kwargs: dict[str, Any] | None) -> list[int]:
     out = tokenizer.apply_chat_template(
         conversation, add_generation_prompt=True, tokenize=True, return_dict=True, **(kwargs or {})
     )
     return list(out["input_ids"])
-
-
-def _update_episode(episode: EpisodeRecord, res: Any, turn: int) -> None:
-    episode.length = turn + 1
-    episode.won = bool(res.info.get("won", False))
-    episode.score = float(res.info.get("score", 0.0))
-    episode.truncated = bool(res.truncated and not res.terminated)
-    episode.info = res.info
 
 
 def generate_with_logprobs(

@@ -197,13 +197,14 @@ class StepRows:
             )
 
     @classmethod
-    def from_steps(cls, steps: Sequence[dict[str, Any]]) -> StepRows:
-        """Builds rows from a list of per-step records.
+    def from_steps(cls, steps: Sequence[dict[str, Any]], *, reward_dtype: torch.dtype = torch.float32) -> StepRows:
+        """Builds rows from a list of per-step records: the one way every player's steps become rows.
 
         Args:
             steps: one mapping per step with keys ``group``, ``traj``, ``step``, ``reward``,
                 ``nll``, ``valid`` and either ``anchor`` (int) or ``anchor_key`` (str, hashed
                 with :func:`anchor_ids`).
+            reward_dtype: the rewards' dtype (the tabular study keeps float64).
 
         Returns:
             The validated rows.
@@ -231,7 +232,7 @@ class StepRows:
             traj=torch.tensor([r["traj"] for r in steps], dtype=torch.int64),
             step=torch.tensor([r["step"] for r in steps], dtype=torch.int64),
             anchor=anchor,
-            reward=torch.tensor([float(r["reward"]) for r in steps], dtype=torch.float32),
+            reward=torch.tensor([float(r["reward"]) for r in steps], dtype=reward_dtype),
             nll=torch.tensor([float(r["nll"]) for r in steps], dtype=torch.float32),
             valid=torch.tensor([bool(r["valid"]) for r in steps], dtype=torch.bool),
         )

@@ -22,7 +22,8 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from gaca_train.advantages import EstimatorConfig, StepRows, anchor_ids, compute_advantages
+from gaca_train.advantages import EstimatorConfig, StepRows, compute_advantages
+from gaca_train.episodes import Decision, EnvList, Turn, play
 
 __all__ = ["StudyConfig", "TabularSoftmaxPolicy", "evaluate_greedy", "train_tabular"]
 
@@ -85,36 +86,34 @@ class _Step:
     chosen: int
 
 
+class _Sampler:
+    """The tabular policy as an episode-loop policy: samples (or, greedy, takes the argmax)."""
+
+    def __init__(self, policy: TabularSoftmaxPolicy, rng: np.random.Generator | None) -> None:
+        self.policy, self.rng = policy, rng
+
+    def act(self, turns: list[Turn]) -> list[Decision]:
+        decisions = []
+        for t in turns:
+            actions = t.info["admissible_actions"]
+            slots, probs = self.policy.distribution(t.observation, actions)
+            chosen = int(np.argmax(probs)) if self.rng is None else int(self.rng.choice(len(actions), p=probs))
+            decisions.append(Decision(actions[chosen], data=(slots, probs, chosen)))
+        return decisions
+
+
 def _rollout(envs: list[gym.Env], task_ids: list[str], policy: TabularSoftmaxPolicy, rng, first_traj: int):
     """Plays one episode per env (env i on task_ids[i // N]); returns step records and outcomes."""
     n_per_task = len(envs) // len(task_ids)
-    steps: list[_Step] = []
-    obs, infos, live = [], [], []
-    for i, env in enumerate(envs):
-        o, info = env.reset(seed=int(rng.integers(2**31)), options={"task_id": task_ids[i // n_per_task]})
-        obs.append(o)
-        infos.append(info)
-        live.append(True)
-    t = 0
-    won = [False] * len(envs)
-    while any(live):
-        for i, env in enumerate(envs):
-            if not live[i]:
-                continue
-            actions = infos[i]["admissible_actions"]
-            slots, probs = policy.distribution(obs[i], actions)
-            chosen = int(rng.choice(len(actions), p=probs))
-            anchor_key = infos[i]["anchor_key"]
-            obs[i], reward, terminated, truncated, infos[i] = env.step(actions[chosen])
-            steps.append(
-                _Step(i // n_per_task, first_traj + i, t, anchor_key, float(reward), -float(np.log(probs[chosen])),
-                      slots, probs, chosen)
-            )  # fmt: skip
-            if terminated or truncated:
-                live[i] = False
-                won[i] = bool(infos[i]["won"])
-        t += 1
-    return steps, won
+    seeds = [int(rng.integers(2**31)) for _ in envs]
+    played = play(EnvList(envs), [task_ids[i // n_per_task] for i in range(len(envs))], _Sampler(policy, rng), None,
+                  seed=seeds)  # fmt: skip
+    steps = [
+        _Step(t.env_index // n_per_task, first_traj + t.env_index, t.step, t.info["anchor_key"], t.reward,
+              -float(np.log(t.decision.data[1][t.decision.data[2]])), *t.decision.data)
+        for t in played.transitions
+    ]  # fmt: skip
+    return steps, [e.won for e in played.episodes]
 
 
 def _policy_gradient(policy: TabularSoftmaxPolicy, steps: list[_Step], advantage: np.ndarray, lr: float) -> None:
@@ -128,16 +127,8 @@ def _policy_gradient(policy: TabularSoftmaxPolicy, steps: list[_Step], advantage
 
 def evaluate_greedy(policy: TabularSoftmaxPolicy, env: gym.Env, task_ids: list[str]) -> float:
     """Success rate of the greedy policy, one episode per task."""
-    wins = 0
-    for task_id in task_ids:
-        o, info = env.reset(seed=0, options={"task_id": task_id})
-        done = False
-        while not done:
-            actions = info["admissible_actions"]
-            _, probs = policy.distribution(o, actions)
-            o, _, terminated, truncated, info = env.step(actions[int(np.argmax(probs))])
-            done = terminated or truncated
-        wins += bool(info["won"])
+    greedy = _Sampler(policy, None)
+    wins = sum(play(EnvList([env]), [t], greedy, None, seed=0).episodes[0].won for t in task_ids)
     return wins / len(task_ids)
 
 
@@ -163,10 +154,9 @@ def train_tabular(cfg: StudyConfig) -> dict[str, list[float]]:
     for it in range(cfg.iterations):
         task_ids = [str(t) for t in rng.choice(pool, size=cfg.tasks_per_iteration, replace=False)]
         steps, won = _rollout(envs, task_ids, policy, rng, first_traj=it * n_envs)
-        rows = StepRows(
-            group=[s.group for s in steps], traj=[s.traj for s in steps], step=[s.step for s in steps],
-            anchor=anchor_ids(s.anchor_key for s in steps), reward=torch.tensor([s.reward for s in steps],
-            dtype=torch.float64), nll=[s.nll for s in steps], valid=[True] * len(steps),
+        rows = StepRows.from_steps(
+            [{"group": s.group, "traj": s.traj, "step": s.step, "anchor_key": s.anchor_key, "reward": s.reward,
+              "nll": s.nll, "valid": True} for s in steps], reward_dtype=torch.float64,
         )  # fmt: skip
         out = compute_advantages(rows, cfg.estimator, config=options)
         _policy_gradient(policy, steps, out.advantage.numpy(), cfg.lr)

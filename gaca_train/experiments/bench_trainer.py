@@ -32,6 +32,7 @@ import torch
 from transformers import TrainerCallback
 
 from gaca_train.config import GACAConfig
+from gaca_train.episodes import BaselinePolicy, EnvList, play
 from gaca_train.rollout import prompt_templates
 from gaca_train.tiny import build_tiny_model, build_tokenizer, cpu_run_defaults
 from gaca_train.trainer import GACATrainer
@@ -58,12 +59,8 @@ def _corpus(env_kwargs: dict[str, Any]) -> list[str]:
     texts = [" ".join(t) for t in prompt_templates()]
     texts.append("' [ ] 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 Step Observation Action Your last")
     for task in env.task_ids("train")[:50]:
-        obs, info = env.reset(options={"task_id": task})
-        done = False
-        while not done:
-            texts += [obs, " ".join(info["admissible_actions"])]
-            obs, _, terminated, truncated, info = env.step(info["expert_action"])
-            done = terminated or truncated
+        played = play(EnvList([env]), [task], BaselinePolicy("expert"), None)
+        texts += [x for t in played.transitions for x in (t.observation, " ".join(t.info["admissible_actions"]))]
     return texts
 
 

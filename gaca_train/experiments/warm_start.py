@@ -15,6 +15,7 @@ from typing import Any
 import gymnasium as gym
 
 import gaca_envs  # noqa: F401  (registers the GACA env ids)
+from gaca_train.episodes import Decision, EnvList, Turn, play
 from gaca_train.rollout import PromptBuilder, template_for
 
 
@@ -54,44 +55,64 @@ def expert_steps(
         system, template = template_for(env_id)
         prompts = PromptBuilder(system, template, history_length, max_steps)
     env = gym.make(env_id, **{**env_kwargs, "expert": True})
-    rng = random.Random(seed)
+    demonstrator = _Demonstrator(prompts, random.Random(seed), fork_noise, step_noise, train_on_noise, invalid_noise,
+                                 searching)  # fmt: skip
     pairs = []
     for task in task_ids:
-        obs, info = env.reset(seed=seed, options={"task_id": task})
-        history: list[tuple[str, str]] = []
-        previous: list[str] = []  # the admissible actions one step ago
-        searcher = None
-        if searching and rng.random() < searching:
-            from gaca_envs.alfworld.baseline import SearchingAgent
-
-            searcher = SearchingAgent(obs, rng=random.Random(rng.random()))
-        for step in range(max_steps):
-            action, keep = None, True
-            if searcher is not None:
-                action = searcher.act(obs if step else None)
-            elif invalid_noise and history and rng.random() < invalid_noise:
-                now = set(info["admissible_actions"])
-                rejected = [history[-1][1]] if history[-1][1] not in now else sorted(set(previous) - now)
-                if rejected:  # played, never demonstrated
-                    action, keep = rng.choice(rejected), False
-            if action is None:
-                action = info.get("expert_action") or rng.choice(info["admissible_actions"])
-                noise = False
-                if info.get("fork") and rng.random() < fork_noise:
-                    action = rng.choice([a for a in info["admissible_actions"] if a.startswith("take")] or [action])
-                elif step_noise and rng.random() < step_noise:
-                    action, noise = rng.choice(info["admissible_actions"]), True
-                keep = train_on_noise or not noise
-            if keep:
-                messages = prompts.messages(info["task"], step, obs, info["admissible_actions"], history)
-                pairs.append((messages, f"<think> </think> <action> {action} </action>"))
-            history.append((obs, action))
-            previous = info["admissible_actions"]
-            obs, _, terminated, truncated, info = env.step(action)
-            if terminated or truncated:
-                break
+        played = play(EnvList([env]), [task], demonstrator, max_steps, seed=seed)
+        pairs += [t.decision.data for t in played.transitions if t.decision.data is not None]
     env.close()
     return pairs
+
+
+class _Demonstrator:
+    """The expert with the noise of :func:`expert_steps`, as an episode-loop policy (one env at a time).
+
+    A decision's ``data`` is the (messages, response) pair to keep, or None for a step not demonstrated.
+    """
+
+    def __init__(
+        self, prompts: PromptBuilder, rng: random.Random, fork_noise: float, step_noise: float,
+        train_on_noise: bool, invalid_noise: float, searching: float,
+    ) -> None:  # fmt: skip
+        self.prompts, self.rng = prompts, rng
+        self.fork_noise, self.step_noise, self.train_on_noise = fork_noise, step_noise, train_on_noise
+        self.invalid_noise, self.searching = invalid_noise, searching
+        self.searcher: Any = None
+        self.previous: list[str] = []  # the admissible actions one step ago
+
+    def start(self, index: int, observation: str, info: dict[str, Any]) -> None:  # noqa: ARG002
+        self.searcher, self.previous = None, []
+        if self.searching and self.rng.random() < self.searching:
+            from gaca_envs.alfworld.baseline import SearchingAgent
+
+            self.searcher = SearchingAgent(observation, rng=random.Random(self.rng.random()))
+
+    def act(self, turns: list[Turn]) -> list[Decision]:
+        (t,) = turns
+        info, rng, history = t.info, self.rng, t.history
+        action, keep = None, True
+        if self.searcher is not None:
+            action = self.searcher.act(t.observation if t.step else None)
+        elif self.invalid_noise and history and rng.random() < self.invalid_noise:
+            now = set(info["admissible_actions"])
+            rejected = [history[-1][1]] if history[-1][1] not in now else sorted(set(self.previous) - now)
+            if rejected:  # played, never demonstrated
+                action, keep = rng.choice(rejected), False
+        if action is None:
+            action = info.get("expert_action") or rng.choice(info["admissible_actions"])
+            noise = False
+            if info.get("fork") and rng.random() < self.fork_noise:
+                action = rng.choice([a for a in info["admissible_actions"] if a.startswith("take")] or [action])
+            elif self.step_noise and rng.random() < self.step_noise:
+                action, noise = rng.choice(info["admissible_actions"]), True
+            keep = self.train_on_noise or not noise
+        pair = None
+        if keep:
+            messages = self.prompts.messages(info["task"], t.step, t.observation, info["admissible_actions"], history)
+            pair = (messages, f"<think> </think> <action> {action} </action>")
+        self.previous = info["admissible_actions"]
+        return [Decision(action, data=pair)]
 
 
 def sft_warm_start(
