@@ -28,11 +28,22 @@ class TaskEnv(gym.Env[str, str]):
     Attributes:
         splits: the env's split names.
         split: the split ``reset`` draws from when no task id is given.
+        bound_to_split: whether the env plays only its own split's tasks (then ``task_ids`` of
+            another split is an error, and a caller builds another env with ``split=...``).
         max_steps: steps after which an episode is truncated (the env's horizon).
         action_hint: words after "action must be a str" in the error for a non-string action.
+        prompt: the env's prompt for an LLM agent, (system prompt, user template); the template is a
+            ``str.format`` string over task, step, max_steps, history, observation and
+            admissible_actions (the trainer appends its answer format, see gaca_train.rollout).
     """
 
     splits: tuple[str, ...] = ()
+    bound_to_split: bool = False  # True: the env plays only the tasks of its own ``split`` (ALFWorld)
+    prompt: tuple[str, str] = (
+        "You are an agent acting in a text environment.",
+        "Your task: {task}\n{history}Step {step} of at most {max_steps}. Current observation: {observation}\n"
+        "Admissible actions: {admissible_actions}",
+    )
     split: str
     max_steps: int
     action_hint: str = ""

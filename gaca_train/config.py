@@ -124,7 +124,7 @@ class GACAConfig(GRPOConfig, EstimatorConfig):
         default=None,
         metadata={
             "help": "User-message template (str.format fields: task, step, max_steps, history, observation, "
-            "admissible_actions). None: the env family's template from `gaca_train.rollout.TEMPLATES`."
+            "admissible_actions). None: the env's own (its class's `prompt`, see `gaca_train.rollout.template_for`)."
         },
     )
     system_prompt: str | None = field(

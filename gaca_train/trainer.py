@@ -36,7 +36,7 @@ from gaca_train.rollout import (
     template_for,
 )
 from gaca_train.startup import check_real_data
-from gaca_train.vector import RolloutPool, env_task_ids, split_task_ids
+from gaca_train.vector import RolloutPool, split_task_ids
 
 
 def env_reward(completions: list[Any], **kwargs: Any) -> list[float]:
@@ -49,12 +49,10 @@ def env_reward(completions: list[Any], **kwargs: Any) -> list[float]:
 
 
 def resolve_task_ids(args: GACAConfig) -> list[str]:
-    """The training task ids: ``args.task_ids``, else the env's own list.
+    """The training task ids: ``args.task_ids``, else the env's ``task_ids(args.task_split)``.
 
-    The env's list is ``env.unwrapped.task_ids(args.task_split)`` when ``task_ids`` is a method
-    (CriticalChain), or the ``task_ids`` property of an env built for one split (ALFWorld: choose
-    the split with ``env_kwargs={"split": ...}``), or ``fixed_<n>`` for the goals ``n`` of the
-    ``split_range`` of an env built for one split (WebShop).
+    An env bound to one split (ALFWorld) plays the split of its ``env_kwargs``; another
+    ``task_split`` is an error that says so.
 
     Raises:
         ValueError: if no ids are found, or a split-bound env was built for another split.
@@ -63,13 +61,13 @@ def resolve_task_ids(args: GACAConfig) -> list[str]:
     if ids is None:
         env = gym.make(args.env_id, **args.env_kwargs)
         try:
-            ids = env_task_ids(env.unwrapped, args.task_split)
+            ids = list(env.unwrapped.task_ids(args.task_split))
         finally:
             env.close()
     if not ids:
         raise ValueError(
-            f"no task ids for env_id={args.env_id!r}, task_split={args.task_split!r}: the env has no task_ids "
-            "method or property (or it gave none); pass task_ids=[...] in the config"
+            f"no task ids for env_id={args.env_id!r}, task_split={args.task_split!r}: the env gave none; "
+            "pass task_ids=[...] in the config"
         )
     return ids[: args.max_tasks] if args.max_tasks is not None else ids
 

@@ -145,52 +145,26 @@ class RolloutPool:
         self.envs.close()
 
 
-def env_task_ids(env: Any, split: str) -> list[str] | None:
-    """The task ids an env offers for ``split``, or None if it offers none.
-
-    ``env.task_ids(split)`` when it is a method (CriticalChain); the ``task_ids`` property of an env
-    built for one split (ALFWorld); ``fixed_<n>`` for the goals in ``env.split_range`` (WebShop).
-
-    Raises:
-        ValueError: if the env was built for another split than ``split``.
-    """
-    lister = getattr(env, "task_ids", None)
-    if lister is None and isinstance(getattr(env, "split_range", None), range):
-        lister = [f"fixed_{goal}" for goal in env.split_range]  # WebShop: goal n of the env's split
-    if lister is None:
-        return None
-    if callable(lister):
-        return list(lister(split))
-    env_split = getattr(env, "split", split)
-    if env_split != split:
-        raise ValueError(
-            f"task_split={split!r} but the env was built for split {env_split!r}; set env_kwargs "
-            f'{{"split": "{split}"}} (or task_split: {env_split})'
-        )
-    return list(lister)
-
-
 def split_task_ids(env_id: str, env_kwargs: dict[str, Any], split: str) -> tuple[dict[str, Any], list[str]]:
-    """The env kwargs that play ``split`` and its task ids.
+    """The env kwargs that play ``split`` and its task ids (``env.unwrapped.task_ids(split)``).
 
-    An env built for one split (ALFWorld, WebShop: it has a ``split`` attribute and no ``task_ids``
-    method) gets ``split`` in its kwargs, replacing any other; an env that lists tasks per split
-    (CriticalChain) keeps its kwargs.
+    An env bound to one split (``bound_to_split``, ALFWorld) gets ``split`` in its kwargs, replacing
+    any other; other envs keep their kwargs.
 
     Raises:
-        ValueError: if the env offers no task ids for ``split``.
+        ValueError: if the env offers no task ids for ``split`` (or has no such split).
     """
     kwargs = dict(env_kwargs)
     env = gym.make(env_id, **kwargs)
     try:
         unwrapped = env.unwrapped
-        if not callable(getattr(type(unwrapped), "task_ids", None)) and getattr(unwrapped, "split", split) != split:
+        if getattr(unwrapped, "bound_to_split", False) and unwrapped.split != split:
             env.close()
             kwargs["split"] = split
             env = gym.make(env_id, **kwargs)
-        ids = env_task_ids(env.unwrapped, split)
+        ids = list(env.unwrapped.task_ids(split))
     finally:
         env.close()
     if not ids:
-        raise ValueError(f"{env_id} offers no task ids for split {split!r} (no task_ids or split_range)")
+        raise ValueError(f"{env_id} offers no task ids for split {split!r}")
     return kwargs, ids

@@ -40,11 +40,11 @@ def build_model(out: Path, games: Path, tiny: bool) -> Path:
     """A random Qwen2.5-1.5B-shaped model (``tiny``: 2 small layers) and a local tokenizer, saved to ``out``."""
     import gymnasium as gym
 
-    from gaca_train.rollout import TEMPLATES
+    from gaca_train.rollout import prompt_templates
     from gaca_train.tiny import build_tokenizer, save_tiny_model
 
     env = gym.make("GACA-ALFWorld-v0", data_path=str(games), split="train", expert=True)
-    corpus = [" ".join(t) for t in TEMPLATES.values()]
+    corpus = [" ".join(t) for t in prompt_templates()]
     for task in env.unwrapped.task_ids:
         obs, info = env.reset(options={"task_id": task})
         corpus += [obs, info["task"], " ".join(info["admissible_actions"])]

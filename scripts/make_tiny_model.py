@@ -15,14 +15,12 @@ import argparse
 import json
 from pathlib import Path
 
-import gymnasium as gym
-
 import gaca_envs  # noqa: F401  (registers the GACA env ids)
 from gaca_train.experiments import quickstart
 from gaca_train.experiments.warm_start import expert_steps, sft_warm_start
-from gaca_train.rollout import TEMPLATES
+from gaca_train.rollout import prompt_templates
 from gaca_train.tiny import build_tiny_model, build_tokenizer, save_tiny_model
-from gaca_train.vector import env_task_ids
+from gaca_train.vector import split_task_ids
 
 
 def main() -> None:
@@ -52,11 +50,10 @@ def main() -> None:
     args = parser.parse_args()
     env_kwargs = json.loads(args.env_kwargs)
 
-    probe = gym.make(args.env, **env_kwargs)
-    task_ids = env_task_ids(probe.unwrapped, args.split)
-    probe.close()
-    if not task_ids:
-        raise SystemExit(f"{args.env} offers no task ids for split {args.split!r}; cannot build a warm start")
+    try:
+        env_kwargs, task_ids = split_task_ids(args.env, env_kwargs, args.split)
+    except ValueError as e:
+        raise SystemExit(f"{e}; cannot build a warm start") from e
     task_ids = task_ids[: args.num_tasks]
     prompts = None
     if args.config:
@@ -77,7 +74,7 @@ def main() -> None:
         searching=args.searching,
     )
     corpus = [m["content"] for messages, _ in pairs for m in messages] + [r for _, r in pairs]
-    corpus += [" ".join(t) for t in TEMPLATES.values()]
+    corpus += [" ".join(t) for t in prompt_templates()]
     tokenizer = build_tokenizer(corpus)
     model = build_tiny_model(tokenizer, hidden_size=args.hidden_size, num_layers=args.num_layers, seed=args.seed)
     if args.sft_steps:

@@ -88,8 +88,15 @@ class ALFWorldEnv(TaskEnv):
         render_mode: ``None`` or ``"ansi"``.
     """
 
+    prompt = (
+        "You are an expert household agent in the ALFRED embodied text environment.",
+        "Your task is to: {task}\n{history}You are at step {step} (at most {max_steps}). "
+        "Current observation: {observation}\nAdmissible actions: {admissible_actions}",
+    )
+
     metadata = {"render_modes": ["ansi"]}
     splits = SPLITS
+    bound_to_split = True
     action_hint = " (an ALFWorld command)"
 
     def __init__(

@@ -51,6 +51,11 @@ class CriticalChainEnv(TaskEnv):
     **Version history.** v0: first version.
     """
 
+    prompt = (
+        "You are a courier walking a road of stages.",
+        "Task: {task}\n{history}Step {step} of at most {max_steps}. Now: {observation}\nActions: {admissible_actions}",
+    )
+
     metadata = {"render_modes": ["ansi"], "render_fps": 1}
     splits = SPLITS
 

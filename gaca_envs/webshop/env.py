@@ -104,6 +104,12 @@ class WebShopEnv(TaskEnv):
         reconnect_s: how long the HTTP backend retries a lost connection before raising.
     """
 
+    prompt = (
+        "You are an expert shopping agent on the WebShop website.",
+        "Instruction: {task}\n{history}You are at step {step} (at most {max_steps}). Current page: {observation}\n"
+        "Available actions: {admissible_actions}",
+    )
+
     metadata = {"render_modes": ["ansi"]}
     splits = SPLITS
     action_hint = " such as 'search[red shoes]' or 'click[buy now]'"

@@ -180,7 +180,7 @@ def plot(log_history: list[dict], before: float, after: float, path: Path, title
 def warm_start(fields: dict, env_kwargs: dict, args: argparse.Namespace, out: Path) -> tuple:
     """Tiny model and word-level tokenizer, fine-tuned on (noisy) expert steps of the train tasks."""
     from gaca_envs.alfworld.env import NOTHING_HAPPENS
-    from gaca_train.rollout import TEMPLATES
+    from gaca_train.rollout import prompt_templates
     from gaca_train.tiny import build_tiny_model, build_tokenizer
 
     env_id, steps = fields["env_id"], fields["max_env_steps"]
@@ -201,7 +201,7 @@ def warm_start(fields: dict, env_kwargs: dict, args: argparse.Namespace, out: Pa
             env_id, eval_kwargs, _split_ids(env_id, eval_kwargs), fields["history_length"], steps, args.seed,
             prompts=prompts,
         )  # fmt: skip
-        corpus += [m["content"] for msgs, _ in eval_pairs for m in msgs] + [" ".join(t) for t in TEMPLATES.values()]
+        corpus += [m["content"] for msgs, _ in eval_pairs for m in msgs] + [" ".join(t) for t in prompt_templates()]
         corpus.append(NOTHING_HAPPENS)  # the answer to an invalid action: experts never see it, the policy does
     tokenizer = build_tokenizer(corpus)
     model = build_tiny_model(tokenizer, hidden_size=args.hidden_size, num_layers=2, seed=args.seed)

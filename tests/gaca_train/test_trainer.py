@@ -6,7 +6,7 @@ from transformers import TrainerCallback
 
 from gaca_train.advantages import compute_advantages
 from gaca_train.trainer import GACATrainer, env_reward, resolve_task_ids, tasks_dataset
-from gaca_train.vector import env_task_ids
+from gaca_train.vector import split_task_ids
 from tests.gaca_train.tiny_setup import tiny_config, tiny_model_and_tokenizer, warm_started_model_and_tokenizer
 
 
@@ -202,23 +202,18 @@ def test_task_ids_come_from_the_env_or_the_config(tmp_path):
         env_reward(["x"])
 
 
-class _OneSplitEnv:
-    """Like the ALFWorld env: built for one split, its task ids are a property."""
+def test_task_ids_of_a_split_bound_env_come_from_its_own_split(tmp_path):
+    """ALFWorld plays one split: the trainer takes that split's ids and refuses another task_split."""
+    from gaca_envs.alfworld.generate import generate
 
-    split = "valid_seen"
-
-    @property
-    def task_ids(self):
-        return ["a/b/1", "a/b/2"]
-
-
-def test_task_ids_from_a_property_of_an_env_built_for_one_split():
-    assert env_task_ids(_OneSplitEnv(), "valid_seen") == ["a/b/1", "a/b/2"]
-    with pytest.raises(ValueError, match="task_split='train' but the env was built for split 'valid_seen'"):
-        env_task_ids(_OneSplitEnv(), "train")
-    assert env_task_ids(object(), "train") is None
-    webshop_like = type("Shop", (), {"split": "eval", "split_range": range(500, 503)})()
-    assert env_task_ids(webshop_like, "eval") == ["fixed_500", "fixed_501", "fixed_502"]
+    generate(tmp_path / "games", 2, seed=0, split="valid_seen", difficulty="easy", engine="native")
+    kwargs = {"data_path": str(tmp_path / "games"), "split": "valid_seen", "engine": "native"}
+    args = tiny_config(tmp_path, env_id="GACA-ALFWorld-v0", env_kwargs=kwargs, task_split="valid_seen")
+    ids = resolve_task_ids(args)
+    assert len(ids) == 2
+    with pytest.raises(ValueError, match="built for split 'valid_seen'"):
+        resolve_task_ids(tiny_config(tmp_path, env_id="GACA-ALFWorld-v0", env_kwargs=kwargs, task_split="train"))
+    assert split_task_ids("GACA-ALFWorld-v0", kwargs, "valid_seen") == (kwargs, ids)
 
 
 def test_fewer_tasks_than_an_iteration_needs_is_an_error(tmp_path):

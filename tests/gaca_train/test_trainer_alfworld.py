@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gaca_train.rollout import TEMPLATES
+from gaca_train.rollout import prompt_templates
 from gaca_train.tiny import build_tiny_model, build_tokenizer
 from gaca_train.trainer import GACATrainer
 from tests.gaca_train.tiny_setup import tiny_config
@@ -29,7 +29,7 @@ def test_one_gaca_iteration_on_alfworld(tmp_path, alfworld_data):
     env_kwargs = {"data_path": str(alfworld_data), "split": "train", "max_steps": 3}
     env = gym.make("GACA-ALFWorld-v0", **env_kwargs)
     obs, info = env.reset(seed=0)
-    corpus = [obs, info["task"], " ".join(info["admissible_actions"]), *(" ".join(t) for t in TEMPLATES.values())]
+    corpus = [obs, info["task"], " ".join(info["admissible_actions"]), *(" ".join(t) for t in prompt_templates())]
     env.close()
     tokenizer = build_tokenizer(corpus)
     model = build_tiny_model(tokenizer)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gaca_train.rollout import TEMPLATES
+from gaca_train.rollout import prompt_templates
 from gaca_train.tiny import build_tiny_model, build_tokenizer
 from gaca_train.trainer import GACATrainer, resolve_task_ids
 from tests.gaca_train.tiny_setup import tiny_config
@@ -20,7 +20,7 @@ def test_one_gaca_iteration_on_webshop(tmp_path):
     env_kwargs = {"split": "test", "max_steps": 3}
     env = gym.make("GACA-WebShop-v0", **env_kwargs)
     obs, info = env.reset(options={"task_id": "fixed_0"})
-    corpus = [obs, info["task"], " ".join(info["admissible_actions"]), *(" ".join(t) for t in TEMPLATES.values())]
+    corpus = [obs, info["task"], " ".join(info["admissible_actions"]), *(" ".join(t) for t in prompt_templates())]
     env.close()
     tokenizer = build_tokenizer(corpus)
     model = build_tiny_model(tokenizer)

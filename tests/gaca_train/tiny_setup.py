@@ -7,7 +7,7 @@ from typing import Any
 
 from gaca_envs.criticalchain import CriticalChainEnv
 from gaca_train.config import GACAConfig
-from gaca_train.rollout import TEMPLATES
+from gaca_train.rollout import prompt_templates
 from gaca_train.tiny import build_tiny_model, build_tokenizer, cpu_run_defaults
 
 ENV_KWARGS = {"horizon": 3, "num_branches": 1, "num_tasks": 2, "max_steps": 4}
@@ -15,7 +15,7 @@ ENV_KWARGS = {"horizon": 3, "num_branches": 1, "num_tasks": 2, "max_steps": 4}
 
 def env_corpus(env_kwargs: dict[str, Any] = ENV_KWARGS, n_tasks: int = 2) -> list[str]:
     """Texts of the CriticalChain env (observations, actions, templates) for the tokenizer vocabulary."""
-    texts = [" ".join(t) for t in TEMPLATES.values()] + [
+    texts = [" ".join(t) for t in prompt_templates()] + [
         "' [ ] 0 1 2 3 4 5 6 7 8 9 10 Step Observation Action Your last"
     ]
     env = CriticalChainEnv(**{**env_kwargs, "expert": True})
