@@ -22,6 +22,11 @@ same observations.
 Tasks: ``reset(options={"task_id": n})`` (or ``"fixed_<n>"``) plays goal ``n`` of the shop's goal
 list; without a task id a goal of ``split`` is drawn with the env's seeded generator.
 
+Expert: with ``expert=True`` (in-process shop only) ``info["expert_action"]`` is the next action
+of WebShop's oracle (``webshop_server.expert.oracle_actions``: search the target's title, page to
+it, click it, its options, buy). After an action off that plan the expert goes back to search and
+starts the plan again.
+
 Versions: v0 (this) is the first.
 """
 
@@ -102,6 +107,7 @@ class WebShopEnv(TaskEnv):
         session_prefix: prepended to ``fixed_<n>`` session ids (must end with ``_`` if given).
         request_timeout_s: HTTP request timeout.
         reconnect_s: how long the HTTP backend retries a lost connection before raising.
+        expert: add ``info["expert_action"]`` (needs the in-process shop: not with ``server_url``).
     """
 
     prompt = (
@@ -127,6 +133,7 @@ class WebShopEnv(TaskEnv):
         request_timeout_s: float = 10.0,
         reconnect_s: float = 5.0,
         render_mode: str | None = None,
+        expert: bool = False,
     ) -> None:
         if observation_mode not in OBSERVATION_MODES:
             raise ValueError(f"observation_mode must be one of {OBSERVATION_MODES}, got {observation_mode!r}")
@@ -138,6 +145,11 @@ class WebShopEnv(TaskEnv):
             raise ValueError(f"session_prefix must be letters, digits or '-' ending with '_', got {session_prefix!r}")
         if server_url is not None and (app is not None or shop_config is not None):
             raise ValueError("pass either server_url (HTTP backend) or app/shop_config (in-process), not both")
+        if expert and server_url is not None:
+            raise ValueError(
+                "expert=True reads each goal's solution from the shop itself: use the in-process shop "
+                "(app= or shop_config=), not server_url"
+            )
         self.observation_mode = observation_mode
         self.split = split
         self.max_steps = max_steps
@@ -160,6 +172,9 @@ class WebShopEnv(TaskEnv):
         self._steps = 0
         self._done = True
         self._visited: set[str] = set()
+        self.expert = expert
+        self._plan: list[str] = []  # the expert's actions for this episode's goal
+        self._plan_at: int | None = None  # the next plan action's index; None: off the plan
 
     def _make_backend(
         self, server_url: str | None, app: Any, shop_config: Any, timeout_s: float, reconnect_s: float
@@ -199,6 +214,10 @@ class WebShopEnv(TaskEnv):
         self._page = page
         self._start_episode()
         self._visited = set()
+        if self.expert:
+            from webshop_server.expert import oracle_actions
+
+            self._plan, self._plan_at = oracle_actions(self.backend.app.extensions["webshop"], goal), 0
         return self._observation(), self._info(action_valid=True, score=0.0)
 
     def task_ids(self, split: str | None = None) -> list[str]:
@@ -228,9 +247,13 @@ class WebShopEnv(TaskEnv):
             WebShopServerError: if the shop is unreachable or no longer serves this episode's goal.
         """
         self._begin_step(action)
+        expected = self._expert_action() if self.expert else None
         move = self._resolve(action)
         if move is not None:
             self._navigate(move)
+        if self.expert and move is not None:  # a rejected action changes nothing, the plan position included
+            on_plan = self._plan_at is not None and action.strip().lower() == (expected or "").lower()
+            self._plan_at = self._plan_at + 1 if on_plan else (0 if self._page.kind == "start" else None)
         page = self._page
         terminated = page.kind == "done"
         score = float(page.reward) if terminated and page.reward is not None else 0.0
@@ -298,8 +321,19 @@ class WebShopEnv(TaskEnv):
         actions += [f"click[{key}]" for key in page.clickables if key != "search"]
         return actions
 
+    def _expert_action(self) -> str | None:
+        """The oracle's next action; off its plan, back to search (where the plan starts again)."""
+        if self._plan_at is not None and self._plan_at < len(self._plan):
+            return self._plan[self._plan_at]
+        if "back to search" in self._page.clickables:
+            return "click[back to search]"
+        return self._plan[0] if self._page.kind == "start" else None
+
     def _info(self, action_valid: bool, score: float, won: bool = False) -> dict:
         observation = self._observation()
+        extra = {}
+        if self.expert and not self._done:
+            extra["expert_action"] = self._expert_action()
         return {
             "task": self._task["task"],
             "task_id": self._task["task_id"],
@@ -311,6 +345,7 @@ class WebShopEnv(TaskEnv):
             "score": score,
             "page": self._page.kind,
             "url": self._page.url,
+            **extra,
         }
 
     def render(self) -> str | None:

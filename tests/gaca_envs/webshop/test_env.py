@@ -214,3 +214,41 @@ def test_task_ids_of_every_split_from_the_shop(env):
     assert env.reset(options={"task_id": other[-1]})[1]["task_id"] == other[-1]
     with pytest.raises(ValueError, match="split must be one of train, eval, test, all, got 'dev'"):
         env.unwrapped.task_ids("dev")
+
+
+def test_expert_action_follows_the_oracle_and_wins(app, shop):
+    env = WebShopEnv(app=app, split="all", expert=True)
+    for n in range(0, len(shop.goals), max(1, len(shop.goals) // 12)):
+        _, info = env.reset(options={"task_id": n})
+        plan = oracle_actions(shop, n)
+        played = []
+        terminated = False
+        while not terminated:
+            played.append(info["expert_action"])
+            _, reward, terminated, truncated, info = env.step(played[-1])
+            assert not truncated
+        assert played == plan and info["won"] and reward == 10.0
+        assert "expert_action" not in info  # the episode is over
+
+
+def test_expert_recovers_after_leaving_its_plan(app, shop):
+    env = WebShopEnv(app=app, split="all", expert=True, max_steps=30)
+    _, info = env.reset(options={"task_id": 3})
+    plan = oracle_actions(shop, 3)
+    _, _, _, _, info = env.step("search[zzz qqq]")  # off the plan: another search
+    assert info["expert_action"] == "click[back to search]"
+    _, _, _, _, info = env.step("click[nothing here]")  # a rejected action changes nothing
+    assert not info["action_valid"] and info["expert_action"] == "click[back to search]"
+    _, _, _, _, info = env.step(info["expert_action"])
+    assert info["expert_action"] == plan[0]  # back on the search page: the plan starts again
+    terminated = False
+    while not terminated:
+        _, reward, terminated, _, info = env.step(info["expert_action"])
+    assert info["won"] and reward == 10.0
+
+
+def test_expert_needs_the_in_process_shop_and_is_off_by_default(app):
+    with pytest.raises(ValueError, match="expert=True reads each goal's solution from the shop itself"):
+        WebShopEnv(server_url="http://127.0.0.1:9", expert=True)
+    _, info = WebShopEnv(app=app).reset(options={"task_id": 0})
+    assert "expert_action" not in info
