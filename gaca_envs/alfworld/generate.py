@@ -66,13 +66,21 @@ from gaca_envs.alfworld.solver import NoPlanError, solve
 GENERATOR_VERSION = 2
 _RNG_NAMESPACE = "gaca-alfworld-v1"
 DIFFICULTIES = ("standard", "easy", "real")
-# ``real`` rooms (issue 16, in progress; figures from docs/alfworld.md's room statistics): share of
-# cabinets and drawers that do not open (16% of those seen in real transcripts), object counts per
-# type, the object cap and how much likelier a table or countertop is to receive an object.
+# ``real`` rooms (issue 16; figures from docs/alfworld.md's room statistics): share of cabinets and
+# drawers that do not open (16% of those seen in real transcripts); instances per object type as
+# ALFRED's generator draws them (``gen/constants.py``: other types 1 to ``MAX_NUM_OF_OBJ_INSTANCES``
+# = 3, the task's object 1 to ``PICKUP_REPEAT_MAX`` = 4, pick-two from 2); the object cap; how much
+# likelier a table or countertop is to receive an object (real lists: 30% empty, 7% with 10 or
+# more); the fullest real list (16); how much less likely the task's object starts in a closed
+# receptacle (15% of real targets); the chance of each fixed scene object (0.08 per real surface).
 REAL_NON_OPENABLE_SHARE = 0.15
-REAL_OBJECT_CHOICES = (1, 1, 2, 2, 3, 4)
+REAL_OBJECT_CHOICES = (1, 2, 3)
+REAL_TARGET_COUNTS = (1, 2, 3, 4)
 REAL_MAX_OBJECTS = 60
-REAL_DENSE_WEIGHT = 3
+REAL_DENSE_WEIGHT = 5
+REAL_MAX_PER_RECEPTACLE = 16
+REAL_TARGET_CLOSED_WEIGHT = 0.5
+REAL_FIXED_SHARE = 0.35
 EASY_RECEPTACLES = 5
 MAX_WALKTHROUGH = 40  # keeps every game winnable well within ALFWorld's 50-step cap
 MAX_ATTEMPTS = 30
@@ -168,9 +176,24 @@ def sample_game(
         forbidden = {obj: frozenset({target})}
     if task_type == "pick_two_obj_and_place":
         counts[obj] = max(counts[obj], 2)
-    objects = place_objects(data, counts, receptacles, rng, forbidden, REAL_DENSE_WEIGHT if real else 1)
     if real:
-        objects += place_fixed_objects(layout, receptacles, rng, {o.oid for o in objects})
+        low = 2 if task_type == "pick_two_obj_and_place" else 1
+        counts[obj] = rng.choice([n for n in REAL_TARGET_COUNTS if n >= low])
+        objects = place_objects(
+            data,
+            counts,
+            receptacles,
+            rng,
+            forbidden,
+            REAL_DENSE_WEIGHT,
+            REAL_MAX_PER_RECEPTACLE,
+            {obj: REAL_TARGET_CLOSED_WEIGHT},
+        )
+        held = [o.receptacle for o in objects]
+        full = frozenset(rid for rid in held if held.count(rid) >= REAL_MAX_PER_RECEPTACLE)
+        objects += place_fixed_objects(layout, receptacles, rng, {o.oid for o in objects}, REAL_FIXED_SHARE, full)
+    else:
+        objects = place_objects(data, counts, receptacles, rng, forbidden)
     scene = Scene(layout.scene_num, layout.room, tuple(receptacles), tuple(objects), agent_start(receptacles, rng))
     template = rng.choice(data.goal_templates[task_type])
     desc = template.format(

@@ -184,6 +184,8 @@ def place_objects(
     rng: random.Random,
     forbidden: dict[str, frozenset[str]],
     dense_weight: int = 1,
+    max_per_receptacle: int | None = None,
+    closed_weight: dict[str, float] | None = None,
 ) -> list[SceneObject]:
     """Puts ``counts[t]`` instances of each type ``t`` into allowed receptacles.
 
@@ -191,35 +193,60 @@ def place_objects(
         forbidden: object type -> receptacle types its instances must not start in (so that a
             task's goal does not hold at the start).
         dense_weight: how many times likelier a ``DENSE_SURFACES`` receptacle is chosen (1: uniform).
+        max_per_receptacle: no receptacle receives more objects than this (``None``: no limit);
+            an instance that finds every allowed receptacle full is left out.
+        closed_weight: object type -> factor on the weight of receptacles that start closed, for
+            instances of that type (the task's object: real ALFWorld seldom hides it).
     """
     objects = []
     used = {r.rid for r in receptacles}
+    held: dict[str, int] = {}
+    weighted = dense_weight != 1 or max_per_receptacle is not None or closed_weight is not None
     for otype in sorted(counts):
         options = [r for r in holders_of(data, otype, receptacles) if r.rtype not in forbidden.get(otype, ())]
         if not options:
             continue
         for _ in range(counts[otype]):
+            if max_per_receptacle is not None:
+                options = [r for r in options if held.get(r.rid, 0) < max_per_receptacle]
+                if not options:
+                    break
             oid = alfred_id(otype, rng)
             while oid in used:  # ids name PDDL objects: they must be unique
                 oid = alfred_id(otype, rng)
             used.add(oid)
-            if dense_weight == 1:
+            if not weighted:  # standard and easy keep their original draws
                 holder = rng.choice(options)
             else:
-                weights = [dense_weight if r.rtype in DENSE_SURFACES else 1 for r in options]
+                shut = (closed_weight or {}).get(otype, 1.0)
+                weights = [
+                    (dense_weight if r.rtype in DENSE_SURFACES else 1)
+                    * (shut if r.openable and r.rtype in data.openable else 1.0)
+                    for r in options
+                ]
                 holder = rng.choices(options, weights)[0]
+            held[holder.rid] = held.get(holder.rid, 0) + 1
             objects.append(SceneObject(oid, otype, holder.rid))
     return objects
 
 
 def place_fixed_objects(
-    layout: Layout, receptacles: list[Receptacle], rng: random.Random, taken_ids: set[str]
+    layout: Layout,
+    receptacles: list[Receptacle],
+    rng: random.Random,
+    taken_ids: set[str],
+    share: float = 1.0,
+    full: frozenset[str] = frozenset(),
 ) -> list[SceneObject]:
-    """One instance of each ``FIXED_HOLDERS`` type the floor plan has, on a surface that may show it."""
+    """Fixed scene objects on surfaces that may show them.
+
+    Each ``FIXED_HOLDERS`` type the floor plan has is placed once with probability ``share``, on
+    a receptacle of a holder type whose id is not in ``full``.
+    """
     objects = []
     for otype, holder_types in sorted(FIXED_HOLDERS.items()):
-        options = [r for r in receptacles if r.rtype in holder_types]
-        if otype not in layout.types or not options:
+        options = [r for r in receptacles if r.rtype in holder_types and r.rid not in full]
+        if otype not in layout.types or not options or rng.random() >= share:
             continue
         oid = alfred_id(otype, rng)
         while oid in taken_ids:

@@ -6,7 +6,14 @@ import pytest
 
 from gaca_envs.alfworld.alfred_data import TASK_TYPES, load_alfred_data
 from gaca_envs.alfworld.domain import mangle
-from gaca_envs.alfworld.generate import generate, is_held_out, main, sample_game
+from gaca_envs.alfworld.generate import (
+    REAL_MAX_PER_RECEPTACLE,
+    REAL_TARGET_COUNTS,
+    generate,
+    is_held_out,
+    main,
+    sample_game,
+)
 from gaca_envs.alfworld.scenes import LAMPS, MAX_OBJECTS, MAX_RECEPTACLES
 
 
@@ -209,8 +216,22 @@ def test_real_difficulty_rooms_have_alfworlds_features_and_standard_is_unchanged
             assert (f"(openable {mangle(r.rid)})" in text) == (r.openable and r.rtype in data.openable)
         for obj in spec.scene.objects:
             assert (f"(pickupable {mangle(obj.oid)})" in text) == (obj.otype in pickupable_types(data))
+        # ALFRED's instance counts (the task's object 1-4, pick-two 2-4) and real ALFWorld's fullest list.
+        wanted = sum(o.otype == spec.task.object_target for o in spec.scene.objects)
+        low = 2 if spec.task.task_type == "pick_two_obj_and_place" else 1
+        assert low <= wanted <= max(REAL_TARGET_COUNTS)
+        held = [o.receptacle for o in spec.scene.objects]
+        assert max(held.count(rid) for rid in set(held)) <= REAL_MAX_PER_RECEPTACLE
+    # Each fixed kind a room could show appears with probability REAL_FIXED_SHARE (0.08 per real surface).
+    possible = sum(
+        otype in data.layouts[s.scene.scene_num].types and any(r.rtype in holders for r in s.scene.receptacles)
+        for s in real
+        for otype, holders in FIXED_HOLDERS.items()
+    )
+    assert 0 < len(fixed) < 0.6 * possible
     # Denser rooms than standard on the same indices; standard keeps one place per receptacle.
-    assert sum(len(s.scene.objects) for s in real) > 1.3 * sum(len(s.scene.objects) for s in standard)
+    # (ALFRED draws 1-3 instances per type uniformly, mean 2; standard 1-3 weighted to 1, mean 1.67.)
+    assert sum(len(s.scene.objects) for s in real) > 1.15 * sum(len(s.scene.objects) for s in standard)
     for spec in standard:
         assert all(r.openable for r in spec.scene.receptacles)
         assert len({r.location for r in spec.scene.receptacles}) == len(spec.scene.receptacles)
