@@ -17,12 +17,14 @@ Splits: ``train`` and ``valid_seen`` use ALFRED's training floor plans and task 
 room layouts and combinations never occur in ``train``. Game ``i`` of a split depends only on
 ``(seed, split, i, difficulty)``: generation is deterministic and can run in parallel.
 
-Difficulties: ``standard`` (ALFWorld's six task types in turn, rooms of up to 40 receptacles),
-``easy`` (pick-and-place only, rooms cut to ``EASY_RECEPTACLES`` receptacles: short plans and short
-prompts, for tiny models and quickstarts) and ``real`` (work in progress on issue 16, not the
-default: ``standard`` rooms with receptacles sharing ALFRED's coinciding poses, some cabinets and
-drawers that do not open, denser tables and countertops, more instances per object type and fixed
-scene objects such as a houseplant on a countertop, encoded as ALFWorld's own PDDL encodes them).
+Difficulties: ``real`` (the default: rooms with real ALFWorld's statistics, docs/alfworld.md; ALFRED's
+floor plans with receptacles sharing ALFRED's coinciding poses, some cabinets and drawers that do
+not open, denser tables and countertops, ALFRED's instance counts per object type and fixed scene
+objects such as a houseplant on a countertop, encoded as ALFWorld's own PDDL encodes them),
+``standard`` (the default before version 3: ALFWorld's six task types in turn, rooms of up to 40
+receptacles, one place per receptacle, every cabinet opens) and ``easy`` (pick-and-place only,
+rooms cut to ``EASY_RECEPTACLES`` receptacles: short plans and short prompts, for tiny models and
+quickstarts).
 """
 
 from __future__ import annotations
@@ -61,9 +63,11 @@ from gaca_envs.alfworld.scenes import (
 from gaca_envs.alfworld.solver import NoPlanError, solve
 
 # Version of the written games (names the cache folder). Version 2: basins no longer spelled
-# ``Sink|...|SinkBasin|SinkBasin``. The random draws stay those of version 1 (``_RNG_NAMESPACE``),
-# so a version 2 game is the version 1 game with its names fixed.
-GENERATOR_VERSION = 2
+# ``Sink|...|SinkBasin|SinkBasin``. Version 3: the default difficulty is ``real``. The random draws
+# of ``standard`` stay those of version 1 (``_RNG_NAMESPACE``), so a ``standard`` game of version 3
+# is the version 1 game with its names fixed.
+GENERATOR_VERSION = 3
+DEFAULT_DIFFICULTY = "real"
 _RNG_NAMESPACE = "gaca-alfworld-v1"
 DIFFICULTIES = ("standard", "easy", "real")
 # ``real`` rooms (issue 16; figures from docs/alfworld.md's room statistics): share of cabinets and
@@ -142,7 +146,7 @@ def _task_options(
 
 
 def sample_game(
-    data: AlfredData, split: str, seed: int, index: int, attempt: int = 0, difficulty: str = "standard"
+    data: AlfredData, split: str, seed: int, index: int, attempt: int = 0, difficulty: str = DEFAULT_DIFFICULTY
 ) -> GameSpec | None:
     """Samples game ``index`` of ``split`` (``None`` if this attempt's room cannot pose the task)."""
     easy, real = difficulty == "easy", difficulty == "real"
@@ -288,7 +292,7 @@ def generate(
     seed: int = 0,
     split: str = "train",
     workers: int = 1,
-    difficulty: str = "standard",
+    difficulty: str = DEFAULT_DIFFICULTY,
     engine: str = "textworld",
 ) -> list[str]:
     """Generates ``num`` solvable games of ``split`` under ``out/json_2.1.1/<split>``.
@@ -299,7 +303,7 @@ def generate(
         seed: generator seed; the same seed gives the same games, byte for byte.
         split: ``train``, ``valid_seen`` or ``valid_unseen``.
         workers: processes to use.
-        difficulty: ``standard`` or ``easy`` (see the module docstring).
+        difficulty: ``real`` (the default), ``standard`` or ``easy`` (see the module docstring).
         engine: engine that replays each plan before a game is kept: ``textworld`` (the reference)
             or ``native`` (same states, much faster).
 
@@ -337,7 +341,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0, help="generator seed (default: %(default)s)")
     parser.add_argument("--split", default="train", choices=SPLITS, help="split (default: %(default)s)")
     parser.add_argument("--workers", type=int, default=1, help="parallel processes (default: %(default)s)")
-    parser.add_argument("--difficulty", default="standard", choices=DIFFICULTIES, help="(default: %(default)s)")
+    parser.add_argument(
+        "--difficulty", default=DEFAULT_DIFFICULTY, choices=DIFFICULTIES, help="(default: %(default)s)"
+    )
     parser.add_argument("--engine", default="textworld", help="engine replaying the plans: textworld or native")
     args = parser.parse_args(argv)
     start = time.perf_counter()

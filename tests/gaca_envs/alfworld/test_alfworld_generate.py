@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import inspect
 import json
 
 import pytest
@@ -7,6 +8,7 @@ import pytest
 from gaca_envs.alfworld.alfred_data import TASK_TYPES, load_alfred_data
 from gaca_envs.alfworld.domain import mangle
 from gaca_envs.alfworld.generate import (
+    DEFAULT_DIFFICULTY,
     REAL_MAX_PER_RECEPTACLE,
     REAL_TARGET_COUNTS,
     generate,
@@ -17,12 +19,12 @@ from gaca_envs.alfworld.generate import (
 from gaca_envs.alfworld.scenes import LAMPS, MAX_OBJECTS, MAX_RECEPTACLES
 
 
-def _specs(split, n, seed=0):
+def _specs(split, n, seed=0, difficulty="standard"):
     data = load_alfred_data()
     specs = []
     for index in range(n):
         for attempt in range(30):
-            spec = sample_game(data, split, seed, index, attempt)
+            spec = sample_game(data, split, seed, index, attempt, difficulty)
             if spec is not None:
                 specs.append(spec)
                 break
@@ -68,9 +70,17 @@ def test_same_seed_gives_identical_files(tmp_path, game_files):
         assert new_dir.name == old_dir.name
         for name in ("game.tw-pddl", "traj_data.json"):
             assert (new_dir / name).read_bytes() == (old_dir / name).read_bytes()
-    seed6 = [s.relative_dir for s in _specs("train", 2, seed=6)]
+    seed6 = [s.relative_dir for s in _specs("train", 2, seed=6, difficulty=DEFAULT_DIFFICULTY)]
     assert seed6 == ["/".join(f.parent.parts[-3:]) for f in game_files[:2]]
-    assert [s.relative_dir for s in _specs("train", 2, seed=7)] != seed6
+    assert [s.relative_dir for s in _specs("train", 2, seed=7, difficulty=DEFAULT_DIFFICULTY)] != seed6
+
+
+def test_default_difficulty_is_real():
+    # Issue 16: the generator's and the first-use cache's games are real ALFWorld-like rooms by default.
+    data = load_alfred_data()
+    assert DEFAULT_DIFFICULTY == "real"
+    assert sample_game(data, "train", 0, 5, 0) == sample_game(data, "train", 0, 5, 0, "real")
+    assert inspect.signature(generate).parameters["difficulty"].default == "real"
 
 
 def test_scenes_are_alfworld_sized_and_follow_alfreds_placement_rules():
@@ -196,7 +206,9 @@ def test_real_difficulty_rooms_have_alfworlds_features_and_standard_is_unchanged
             if spec is not None:
                 real.append(spec)
                 break
-        standard.append(next(s for a in range(30) if (s := sample_game(data, "train", 0, index, a)) is not None))
+        standard.append(
+            next(s for a in range(30) if (s := sample_game(data, "train", 0, index, a, "standard")) is not None)
+        )
     assert {s.task.task_type for s in real} == set(TASK_TYPES.values())
     receptacles = [r for s in real for r in s.scene.receptacles]
     shut = [r for r in receptacles if not r.openable]

@@ -30,7 +30,7 @@ def parity_root(tmp_path_factory) -> Path:
     from gaca_envs.alfworld.generate import generate
 
     out = tmp_path_factory.mktemp("parity_games")
-    generate(out, PARITY_GAMES, seed=3, split="train", workers=2)
+    generate(out, PARITY_GAMES, seed=3, split="train", difficulty="standard")
     return out
 
 
@@ -53,7 +53,10 @@ def test_parity_subset_matches_textworld(parity_root, monkeypatch, capsys):
 def test_parity_subset_on_real_difficulty_games(tmp_path, monkeypatch, capsys):
     # Games of the `real` difficulty (issue 16): receptacles sharing a place, cabinets and drawers
     # that do not open, fixed scene objects, denser surfaces. Walkthrough + one walk per game.
+    from gaca_envs.alfworld.generate import generate
+
     monkeypatch.setattr(parity, "WALK_STEPS", PARITY_STEPS)
+    generate(tmp_path, REAL_PARITY_GAMES, seed=0, split="train", difficulty="real")  # what --seed 0 would make
     argv = ["--games", str(REAL_PARITY_GAMES), "--walks", "1", "--difficulty", "real", "--data", str(tmp_path)]
     status = parity.main(argv)
     out = capsys.readouterr().out
