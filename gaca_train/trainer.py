@@ -72,6 +72,22 @@ def resolve_task_ids(args: GACAConfig) -> list[str]:
     return ids[: args.max_tasks] if args.max_tasks is not None else ids
 
 
+def _check_reference_source(model: Any, beta: float, peft_config: Any) -> None:
+    """With ``beta`` > 0 TRL loads the KL reference model from the policy's path (unless LoRA disables the adapter).
+
+    Raises:
+        ValueError: for a model built in memory (no ``config._name_or_path``), before TRL fails on an empty hub id.
+    """
+    if beta == 0.0 or peft_config is not None or isinstance(model, str) or hasattr(model, "peft_config"):
+        return
+    if not getattr(getattr(model, "config", None), "_name_or_path", ""):
+        raise ValueError(
+            f"beta={beta} needs a KL reference model, which TRL loads from the policy's path, but this model was "
+            "built in memory (its config has no _name_or_path): save it with save_pretrained and pass the path "
+            "(or the model loaded from it), or set beta: 0"
+        )
+
+
 def tasks_dataset(task_ids: list[str]) -> Dataset:
     """A dataset with one row per task id (columns ``task_id`` and ``prompt``), for TRL's sampler."""
     return Dataset.from_dict({"task_id": list(task_ids), "prompt": list(task_ids)})
@@ -208,6 +224,7 @@ class GACATrainer(GRPOTrainer):
         if not isinstance(args, GACAConfig):
             raise TypeError(f"args must be a GACAConfig, got {type(args).__name__}")
         check_real_data(args.env_id, args.env_kwargs, args.allow_generated_data)
+        _check_reference_source(model, args.beta, peft_config)
         if train_dataset is None:
             train_dataset = tasks_dataset(resolve_task_ids(args))
         self._eval_sets = eval_task_sets(args, eval_dataset)

@@ -439,6 +439,8 @@ def main(argv: list[str] | None = None) -> dict:
         phase(f"warm start: SFT, {args.sft_steps} steps on demonstrations of the train games", tic)
         model, tokenizer, n_pairs = warm_start(fields, env_kwargs, args, out)
     save_tiny_model(model, tokenizer, out / "warm_start")
+    # Go on from the saved copy (the same weights): TRL loads the KL reference model from its path.
+    model, tokenizer, _ = load_warm_start(out / "warm_start")
 
     # 2. Success before RL.
     cap = {"train": args.train_eval_tasks} if args.env == "alfworld" else {}

@@ -2,9 +2,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from transformers import TrainerCallback
+from transformers import AutoModelForCausalLM, TrainerCallback
 
 from gaca_train.advantages import compute_advantages
+from gaca_train.tiny import save_tiny_model
 from gaca_train.trainer import GACATrainer, env_reward, resolve_task_ids, tasks_dataset
 from gaca_train.vector import split_task_ids
 from tests.gaca_train.tiny_setup import tiny_config, tiny_model_and_tokenizer, warm_started_model_and_tokenizer
@@ -312,3 +313,15 @@ def test_vllm_path_trains_with_trl_loss_and_syncs_weights_each_step(tmp_path):
     losses = [log["loss"] for log in trainer.state.log_history if "loss" in log]
     assert len(losses) == 2 and all(torch.isfinite(torch.tensor(losses)))
     assert any(not torch.equal(before[n], p) for n, p in trainer.model.named_parameters())
+
+
+def test_kl_reference_needs_a_model_path(tmp_path):
+    """beta > 0: TRL loads the reference model from the policy's path; an in-memory model gets a clear error."""
+    model, tokenizer = tiny_model_and_tokenizer()
+    model.config._name_or_path = ""
+    with pytest.raises(ValueError, match="beta=0.01 needs a KL reference model"):
+        GACATrainer(model=model, args=tiny_config(tmp_path, beta=0.01), processing_class=tokenizer)
+    save_tiny_model(model, tokenizer, tmp_path / "saved")
+    loaded = AutoModelForCausalLM.from_pretrained(tmp_path / "saved")
+    trainer = GACATrainer(model=loaded, args=tiny_config(tmp_path, beta=0.01), processing_class=tokenizer)
+    assert trainer.ref_model is not None
