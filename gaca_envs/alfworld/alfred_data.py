@@ -37,6 +37,44 @@ TASK_TYPES: Mapping[int, str] = MappingProxyType(
 # ALFWorld's splits: the folders of ``json_2.1.1`` (valid_unseen uses rooms train never shows).
 SPLITS: tuple[str, ...] = ("train", "valid_seen", "valid_unseen")
 
+# ALFWorld's games per split and task type (ALFWorld paper, Shridhar et al., ICLR 2021, dataset
+# table; the valid_unseen row matches the per-type counts ReAct reports for its 134 games,
+# ysymyth/ReAct issue 11): 3,553 train, 140 valid_seen and 134 valid_unseen games.
+ALFWORLD_SPLIT_TASK_COUNTS: Mapping[str, Mapping[str, int]] = MappingProxyType(
+    {
+        "train": MappingProxyType(
+            {
+                "pick_and_place_simple": 790,
+                "look_at_obj_in_light": 308,
+                "pick_clean_then_place_in_recep": 650,
+                "pick_heat_then_place_in_recep": 459,
+                "pick_cool_then_place_in_recep": 533,
+                "pick_two_obj_and_place": 813,
+            }
+        ),
+        "valid_seen": MappingProxyType(
+            {
+                "pick_and_place_simple": 35,
+                "look_at_obj_in_light": 13,
+                "pick_clean_then_place_in_recep": 27,
+                "pick_heat_then_place_in_recep": 16,
+                "pick_cool_then_place_in_recep": 25,
+                "pick_two_obj_and_place": 24,
+            }
+        ),
+        "valid_unseen": MappingProxyType(
+            {
+                "pick_and_place_simple": 24,
+                "look_at_obj_in_light": 18,
+                "pick_clean_then_place_in_recep": 31,
+                "pick_heat_then_place_in_recep": 23,
+                "pick_cool_then_place_in_recep": 21,
+                "pick_two_obj_and_place": 17,
+            }
+        ),
+    }
+)
+
 ROOM_KINDS: tuple[str, ...] = ("Kitchen", "LivingRoom", "Bedroom", "Bathroom")
 
 

@@ -12,8 +12,12 @@ then measures with the TextWorld engine:
   process: time of load+reset of a new game, of a reset of the loaded game, steps per second,
   and the native/stock ratios.
 
-Command line: ``python scripts/bench_alfworld.py [--games 12] [--steps 50] [--seed 0] [--engines-only]``
-(a wrapper of :func:`main`).
+- ``--first-use``: only the env's first use without ``ALFWORLD_DATA``: the time to generate the
+  three splits into an empty cache (ALFWorld's 3,553 + 140 + 134 games, native replay) with
+  ``--workers`` processes.
+
+Command line: ``python scripts/bench_alfworld.py [--games 12] [--steps 50] [--seed 0] [--engines-only]
+[--first-use [--workers N]]`` (a wrapper of :func:`main`).
 """
 
 from __future__ import annotations
@@ -138,6 +142,20 @@ def bench_vector(
     return {"vector_reset_s": statistics.mean(resets), "vector_env_steps_per_s": env_steps / elapsed}
 
 
+def bench_first_use(workers: int) -> dict[str, tuple[int, float]]:
+    """Seconds to fill an empty cache as the env's first use does: split -> (games, seconds)."""
+    from gaca_envs.alfworld.alfred_data import SPLITS
+    from gaca_envs.alfworld.data import ensure_generated
+
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for split in SPLITS:
+            t = time.perf_counter()
+            root = ensure_generated(split, root=Path(tmp), workers=workers)
+            results[split] = (len(list((root / split).glob("*/*/game.tw-pddl"))), time.perf_counter() - t)
+    return results
+
+
 def main(argv: list[str] | None = None) -> None:
     """Command line entry point: generates the games, runs the benchmarks and prints the figures."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -146,11 +164,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--vector-games", type=int, default=3, help="games played by the vector env")
     parser.add_argument("--engines-only", action="store_true", help="only the native vs textworld comparison")
+    parser.add_argument("--first-use", action="store_true", help="only the first-use generation of the three splits")
+    parser.add_argument("--workers", type=int, default=1, help="generator processes for --first-use (default: 1)")
     args = parser.parse_args(argv)
+    if args.first_use:
+        results = bench_first_use(args.workers)
+        for split, (games, seconds) in results.items():
+            print(f"first use, {split}: {games} games in {seconds:.1f} s")
+        games, seconds = sum(g for g, _ in results.values()), sum(s for _, s in results.values())
+        print(f"first use, all splits: {games} games in {seconds:.1f} s ({args.workers} worker(s))")
+        return
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         t = time.perf_counter()
-        files = generate(root, args.games, seed=args.seed, split="train", workers=1)
+        # The figures in docs/BENCHMARKS.md were measured on `standard` games with TextWorld replay.
+        files = generate(
+            root, args.games, seed=args.seed, split="train", workers=1, difficulty="standard", engine="textworld"
+        )
         gen_s = time.perf_counter() - t
         task_ids = ["/".join(Path(f).parent.parts[-3:]) for f in files]
         objects_section = [json.loads(Path(f).read_text())["pddl_problem"].split("(:init")[0] for f in files]

@@ -7,7 +7,9 @@ types, skipping "movable" and "Sliced" trials.
 
 Generated data: when no real data is given, the env generates games once into
 ``$GACA_CACHE_DIR/alfworld`` (default ``$XDG_CACHE_HOME/gaca/alfworld``, else
-``~/.cache/gaca/alfworld``) the first time it needs them. Folders are created only then, never
+``~/.cache/gaca/alfworld``) the first time it needs them: ALFWorld's split sizes and task-type
+proportions (3,553 train, 140 valid_seen, 134 valid_unseen games), plans replayed in the native
+engine. Folders are created only then, never
 at import. Concurrent envs (e.g. an ``AsyncVectorEnv``) wait on a lock file while one of them
 generates.
 """
@@ -22,10 +24,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gaca_envs.alfworld.alfred_data import SPLITS, TASK_TYPES
+from gaca_envs.alfworld.alfred_data import ALFWORLD_SPLIT_TASK_COUNTS, SPLITS, TASK_TYPES
 
-# Games generated per split when the env fills the cache itself (the CLI can make more).
-DEFAULT_CACHE_GAMES = {"train": 120, "valid_seen": 30, "valid_unseen": 30}
+# Games generated per split when the env fills the cache itself: ALFWorld's split sizes.
+DEFAULT_CACHE_GAMES = {split: sum(counts.values()) for split, counts in ALFWORLD_SPLIT_TASK_COUNTS.items()}
 DEFAULT_CACHE_SEED = 0
 
 
@@ -114,8 +116,21 @@ def collect_games(json_root: Path, split: str, task_types: Iterable[int]) -> lis
     return records
 
 
+def _done_with(marker: Path, count: int) -> bool:
+    # A split is done when its marker records at least ``count`` games (an older, smaller cache
+    # of the same generator version is completed: game i does not depend on the count).
+    try:
+        return json.loads(marker.read_text()).get("games", 0) >= count
+    except (OSError, json.JSONDecodeError):
+        return False
+
+
 def ensure_generated(
-    split: str, root: Path | None = None, num: int | None = None, seed: int = DEFAULT_CACHE_SEED
+    split: str,
+    root: Path | None = None,
+    num: int | None = None,
+    seed: int = DEFAULT_CACHE_SEED,
+    workers: int | None = None,
 ) -> Path:
     """The ``json_2.1.1`` folder of the cached generated games, generating ``split`` if missing.
 
@@ -124,24 +139,26 @@ def ensure_generated(
         root: cache folder (default :func:`cache_root`).
         num: games to generate for the split (default ``DEFAULT_CACHE_GAMES[split]``).
         seed: generator seed.
+        workers: generator processes (default: up to 4, one per core; 1 in a daemonic process).
     """
     # The generator (scenes, PDDL writer, solver) is imported only when generated games are used.
     from gaca_envs.alfworld.generate import GENERATOR_VERSION, generate
 
     base = (root or cache_root()) / f"gen-v{GENERATOR_VERSION}-seed{seed}"
     done = base / f".{split}.done"
-    if done.exists():
+    count = DEFAULT_CACHE_GAMES[split] if num is None else num
+    if _done_with(done, count):
         return base / "json_2.1.1"
     base.mkdir(parents=True, exist_ok=True)
     with open(base / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # other envs wait here while one generates
         try:
-            if not done.exists():
-                count = DEFAULT_CACHE_GAMES[split] if num is None else num
+            if not _done_with(done, count):
                 # A daemonic process (an AsyncVectorEnv worker) may not start a process pool.
-                daemon = multiprocessing.current_process().daemon
-                workers = 1 if daemon else max(1, min(4, os.cpu_count() or 1))
-                files = generate(base, count, seed=seed, split=split, workers=workers)
+                if workers is None:
+                    daemon = multiprocessing.current_process().daemon
+                    workers = 1 if daemon else max(1, min(4, os.cpu_count() or 1))
+                files = generate(base, count, seed=seed, split=split, workers=workers, task_mix="alfworld")
                 done.write_text(json.dumps({"games": len(files), "seed": seed, "version": GENERATOR_VERSION}))
         finally:
             fcntl.flock(lock, fcntl.LOCK_UN)

@@ -9,7 +9,8 @@ Each game is written in ALFWorld's own layout::
 so ALFWorld's ``AlfredTWEnv`` and hand-coded expert load and play them like the real data.
 Scenes come from ALFRED's floor plans (:mod:`gaca_envs.alfworld.scenes`); the goal PDDL and
 the task phrasings from ALFWorld's goal library. Every game is solved by Fast Downward and the
-plan is replayed through the TextWorld engine before it is kept (walkthrough stored).
+plan is replayed before it is kept (walkthrough stored): in the native engine by default, or in
+the TextWorld engine (``engine="textworld"``), which keeps the same games byte for byte.
 
 Splits: ``train`` and ``valid_seen`` use ALFRED's training floor plans and task combinations
 (task type, object type, receptacle or lamp type) outside a fixed held-out quarter;
@@ -30,6 +31,7 @@ quickstarts).
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import os
@@ -42,7 +44,13 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from gaca_envs.alfworld.alfred_data import SPLITS, TASK_TYPES, AlfredData, load_alfred_data
+from gaca_envs.alfworld.alfred_data import (
+    ALFWORLD_SPLIT_TASK_COUNTS,
+    SPLITS,
+    TASK_TYPES,
+    AlfredData,
+    load_alfred_data,
+)
 from gaca_envs.alfworld.domain import APPLIANCE_OF_TASK, TaskParams
 from gaca_envs.alfworld.engines import ENGINES, make_engine
 from gaca_envs.alfworld.pddl_writer import problem_pddl
@@ -63,11 +71,16 @@ from gaca_envs.alfworld.scenes import (
 from gaca_envs.alfworld.solver import NoPlanError, solve
 
 # Version of the written games (names the cache folder). Version 2: basins no longer spelled
-# ``Sink|...|SinkBasin|SinkBasin``. Version 3: the default difficulty is ``real``. The random draws
-# of ``standard`` stay those of version 1 (``_RNG_NAMESPACE``), so a ``standard`` game of version 3
-# is the version 1 game with its names fixed.
-GENERATOR_VERSION = 3
+# ``Sink|...|SinkBasin|SinkBasin``. Version 3: the default difficulty is ``real``. Version 4: the
+# env's first-use cache holds ALFWorld's split sizes and task mix (``task_mix="alfworld"``), and
+# plans are replayed natively by default (the same bytes). The random draws of ``standard`` stay
+# those of version 1 (``_RNG_NAMESPACE``), so a ``standard`` game is the version 1 game with its
+# names fixed.
+GENERATOR_VERSION = 4
 DEFAULT_DIFFICULTY = "real"
+# Which task type game ``i`` poses: ``uniform`` (the six types in turn) or ``alfworld`` (ALFWorld's
+# proportions for the split, ``ALFWORLD_SPLIT_TASK_COUNTS``; the env's first-use games).
+TASK_MIXES = ("uniform", "alfworld")
 _RNG_NAMESPACE = "gaca-alfworld-v1"
 DIFFICULTIES = ("standard", "easy", "real")
 # ``real`` rooms (issue 16; figures from docs/alfworld.md's room statistics): share of cabinets and
@@ -88,6 +101,31 @@ REAL_FIXED_SHARE = 0.35
 EASY_RECEPTACLES = 5
 MAX_WALKTHROUGH = 40  # keeps every game winnable well within ALFWorld's 50-step cap
 MAX_ATTEMPTS = 30
+
+
+@functools.cache
+def _alfworld_task_sequence(split: str) -> tuple[str, ...]:
+    # Smooth weighted round robin: each period of sum(counts) games holds exactly counts[t] games
+    # of type t, spread evenly, so any prefix keeps ALFWorld's proportions closely.
+    counts = ALFWORLD_SPLIT_TASK_COUNTS[split]
+    total = sum(counts.values())
+    current = dict.fromkeys(counts, 0)
+    sequence = []
+    for _ in range(total):
+        for t, n in counts.items():
+            current[t] += n
+        chosen = max(counts, key=current.__getitem__)  # ties: the first in TASK_TYPES order
+        current[chosen] -= total
+        sequence.append(chosen)
+    return tuple(sequence)
+
+
+def task_type_of(split: str, index: int, task_mix: str = "uniform") -> str:
+    """The task type of game ``index`` of ``split`` under ``task_mix`` (``TASK_MIXES``)."""
+    if task_mix == "alfworld":
+        sequence = _alfworld_task_sequence(split)
+        return sequence[index % len(sequence)]
+    return list(TASK_TYPES.values())[index % len(TASK_TYPES)]
 
 
 def is_held_out(task_type: str, object_type: str, target_type: str) -> bool:
@@ -146,13 +184,19 @@ def _task_options(
 
 
 def sample_game(
-    data: AlfredData, split: str, seed: int, index: int, attempt: int = 0, difficulty: str = DEFAULT_DIFFICULTY
+    data: AlfredData,
+    split: str,
+    seed: int,
+    index: int,
+    attempt: int = 0,
+    difficulty: str = DEFAULT_DIFFICULTY,
+    task_mix: str = "uniform",
 ) -> GameSpec | None:
     """Samples game ``index`` of ``split`` (``None`` if this attempt's room cannot pose the task)."""
     easy, real = difficulty == "easy", difficulty == "real"
     suffix = "|easy" if easy else "|real" if real else ""  # standard keeps version 1's draws
     rng = random.Random(f"{_RNG_NAMESPACE}|{seed}|{split}|{index}|{attempt}{suffix}")
-    task_type = TASK_TYPES[1] if easy else list(TASK_TYPES.values())[index % len(TASK_TYPES)]
+    task_type = TASK_TYPES[1] if easy else task_type_of(split, index, task_mix)
     scene_nums = data.test_scenes if split == "valid_unseen" else data.train_scenes
     rooms = sorted(data.goals_valid[task_type])
     room = rng.choice(rooms)
@@ -266,15 +310,15 @@ def write_game(data: AlfredData, spec: GameSpec, json_root: Path, engine) -> Pat
     return game_file
 
 
-def _generate_range(args: tuple[str, str, int, Sequence[int], str, str]) -> list[str]:
-    out, split, seed, indices, difficulty, engine_name = args
+def _generate_range(args: tuple[str, str, int, Sequence[int], str, str, str]) -> list[str]:
+    out, split, seed, indices, difficulty, engine_name, task_mix = args
     data = load_alfred_data()
     engine = make_engine(engine_name)
     json_root = Path(out) / "json_2.1.1"
     written = []
     for index in indices:
         for attempt in range(MAX_ATTEMPTS):
-            spec = sample_game(data, split, seed, index, attempt, difficulty)
+            spec = sample_game(data, split, seed, index, attempt, difficulty, task_mix)
             if spec is None:
                 continue
             game_file = write_game(data, spec, json_root, engine)
@@ -293,7 +337,8 @@ def generate(
     split: str = "train",
     workers: int = 1,
     difficulty: str = DEFAULT_DIFFICULTY,
-    engine: str = "textworld",
+    engine: str = "native",
+    task_mix: str = "uniform",
 ) -> list[str]:
     """Generates ``num`` solvable games of ``split`` under ``out/json_2.1.1/<split>``.
 
@@ -304,19 +349,23 @@ def generate(
         split: ``train``, ``valid_seen`` or ``valid_unseen``.
         workers: processes to use.
         difficulty: ``real`` (the default), ``standard`` or ``easy`` (see the module docstring).
-        engine: engine that replays each plan before a game is kept: ``textworld`` (the reference)
-            or ``native`` (same states, much faster).
+        engine: engine that replays each plan before a game is kept: ``native`` (the default) or
+            ``textworld`` (the reference: the same games, byte for byte, about 200 times slower).
+        task_mix: ``uniform`` (the six task types in turn) or ``alfworld`` (ALFWorld's proportions
+            for the split).
 
     Returns:
         The written ``game.tw-pddl`` paths, in index order.
 
     Raises:
-        ValueError: for a bad split, count, worker number, difficulty or engine.
+        ValueError: for a bad split, count, worker number, difficulty, engine or task mix.
     """
     if split not in SPLITS:
         raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
     if difficulty not in DIFFICULTIES:
         raise ValueError(f"difficulty must be one of {', '.join(DIFFICULTIES)}, got {difficulty!r}")
+    if task_mix not in TASK_MIXES:
+        raise ValueError(f"task_mix must be one of {', '.join(TASK_MIXES)}, got {task_mix!r}")
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     if num < 0:
@@ -324,7 +373,7 @@ def generate(
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
     chunks = [list(range(num))[w::workers] for w in range(workers)]
-    jobs = [(str(out), split, seed, chunk, difficulty, engine) for chunk in chunks if chunk]
+    jobs = [(str(out), split, seed, chunk, difficulty, engine, task_mix) for chunk in chunks if chunk]
     if workers == 1 or len(jobs) <= 1:
         results = [_generate_range(job) for job in jobs]
     else:
@@ -344,11 +393,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--difficulty", default=DEFAULT_DIFFICULTY, choices=DIFFICULTIES, help="(default: %(default)s)"
     )
-    parser.add_argument("--engine", default="textworld", help="engine replaying the plans: textworld or native")
+    parser.add_argument("--engine", default="native", help="engine replaying the plans: native or textworld")
+    parser.add_argument("--task-mix", default="uniform", choices=TASK_MIXES, help="(default: %(default)s)")
     args = parser.parse_args(argv)
     start = time.perf_counter()
     files = generate(
-        args.out, args.num, args.seed, args.split, args.workers, difficulty=args.difficulty, engine=args.engine
+        args.out,
+        args.num,
+        args.seed,
+        args.split,
+        args.workers,
+        difficulty=args.difficulty,
+        engine=args.engine,
+        task_mix=args.task_mix,
     )
     elapsed = time.perf_counter() - start
     sys.stdout.write(

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from gaca_envs.alfworld.alfred_data import TASK_TYPES, load_alfred_data
+from gaca_envs.alfworld.alfred_data import ALFWORLD_SPLIT_TASK_COUNTS, TASK_TYPES, load_alfred_data
 from gaca_envs.alfworld.domain import mangle
 from gaca_envs.alfworld.generate import (
     DEFAULT_DIFFICULTY,
@@ -15,6 +15,7 @@ from gaca_envs.alfworld.generate import (
     is_held_out,
     main,
     sample_game,
+    task_type_of,
 )
 from gaca_envs.alfworld.scenes import LAMPS, MAX_OBJECTS, MAX_RECEPTACLES
 
@@ -247,3 +248,25 @@ def test_real_difficulty_rooms_have_alfworlds_features_and_standard_is_unchanged
     for spec in standard:
         assert all(r.openable for r in spec.scene.receptacles)
         assert len({r.location for r in spec.scene.receptacles}) == len(spec.scene.receptacles)
+
+
+def test_alfworld_task_mix_has_alfworlds_counts_per_split_and_spreads_them():
+    from collections import Counter
+
+    for split, counts in ALFWORLD_SPLIT_TASK_COUNTS.items():
+        total = sum(counts.values())
+        mix = [task_type_of(split, i, "alfworld") for i in range(total)]
+        assert Counter(mix) == counts
+        # Any prefix keeps the proportions: within one game of the exact share.
+        for n in (10, total // 3, total - 1):
+            prefix = Counter(mix[:n])
+            assert all(abs(prefix[t] - n * c / total) < 1 + 1e-9 for t, c in counts.items()), (split, n)
+        assert task_type_of(split, total, "alfworld") == mix[0]  # periodic beyond ALFWorld's size
+    assert sum(ALFWORLD_SPLIT_TASK_COUNTS["train"].values()) == 3553
+    assert [task_type_of("train", i) for i in range(7)] == [*TASK_TYPES.values(), TASK_TYPES[1]]  # uniform
+
+
+def test_generate_replays_natively_by_default_and_rejects_a_bad_task_mix(tmp_path):
+    assert inspect.signature(generate).parameters["engine"].default == "native"
+    with pytest.raises(ValueError, match="task_mix must be one of uniform, alfworld, got 'x'"):
+        generate(tmp_path, 1, task_mix="x")

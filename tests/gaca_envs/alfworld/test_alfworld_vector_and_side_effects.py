@@ -12,7 +12,7 @@ import pytest
 
 import gaca_envs  # noqa: F401  (registers the ids)
 from gaca_envs.alfworld.data import cache_root, collect_games
-from gaca_envs.alfworld.generate import GENERATOR_VERSION
+from gaca_envs.alfworld.generate import GENERATOR_VERSION, task_type_of
 
 
 def test_async_vector_env_of_eight_groups_and_plays(alfworld_root, games):
@@ -123,6 +123,8 @@ def test_env_without_data_generates_the_split_once_into_the_cache(monkeypatch, t
     assert not (tmp_path / "cache").exists()  # nothing is generated before the env needs games
     obs, info = env.reset(seed=0)
     assert info["task_id"].startswith("valid_unseen/") and "Your task is to: " in obs
+    # First use poses ALFWorld's task mix for the split (game 0 of valid_unseen: its first type).
+    assert info["task_type"] == task_type_of("valid_unseen", 0, "alfworld")
     done_marker = tmp_path / "cache" / "alfworld" / f"gen-v{GENERATOR_VERSION}-seed0" / ".valid_unseen.done"
     stamp = done_marker.stat().st_mtime_ns
     again = ALFWorldEnv(split="valid_unseen")
@@ -131,3 +133,17 @@ def test_env_without_data_generates_the_split_once_into_the_cache(monkeypatch, t
         obs, reward, terminated, truncated, info = env.step(command)
     assert terminated and reward == 10.0
     env.close()
+
+
+def test_first_use_cache_has_alfworlds_split_sizes_and_completes_a_smaller_one(monkeypatch, tmp_path):
+    from gaca_envs.alfworld import data
+
+    assert data.DEFAULT_CACHE_GAMES == {"train": 3553, "valid_seen": 140, "valid_unseen": 134}
+    root = data.ensure_generated("valid_seen", root=tmp_path, num=1)
+    first = sorted(p.parent.name for p in (root / "valid_seen").glob("*/*/game.tw-pddl"))
+    marker = root.parent / ".valid_seen.done"
+    assert json.loads(marker.read_text())["games"] == 1
+    data.ensure_generated("valid_seen", root=tmp_path, num=2)  # a marker of fewer games is completed
+    games = sorted(p.parent.name for p in (root / "valid_seen").glob("*/*/game.tw-pddl"))
+    assert len(games) == 2 and set(first) < set(games)
+    assert json.loads(marker.read_text())["games"] == 2
