@@ -370,7 +370,8 @@ def sweep(argv: list[str], seeds: list[int], out: Path) -> dict:
 
 def seeds_markdown(table: dict) -> str:
     """The sweep as Markdown: one row per seed, then mean ± 95% t-interval of before, after and the gain."""
-    lines = ["| seed | valid_seen success before RL | after RL | gain (after - before) | seconds |",
+    split = "valid_seen" if table.get("settings", {}).get("env", "alfworld") == "alfworld" else "train"
+    lines = [f"| seed | {split} success before RL | after RL | gain (after - before) | seconds |",
              "|---|---|---|---|---|"]  # fmt: skip
     lines += [f"| {r['seed']} | {r['before']:.3f} | {r['after']:.3f} | {r['after'] - r['before']:+.3f} | "
               f"{r['seconds']:.0f} |" for r in table["runs"]]  # fmt: skip
@@ -380,7 +381,7 @@ def seeds_markdown(table: dict) -> str:
     lines.append(f"| range | {table['before']['min']:.3f} - {table['before']['max']:.3f} | "
                  f"{table['after']['min']:.3f} - {table['after']['max']:.3f} | "
                  f"{table['gain']['min']:+.3f} - {table['gain']['max']:+.3f} | |")  # fmt: skip
-    return "\n".join(lines) + f"\n\n({table['episodes']} valid_seen episodes per measurement.)\n"
+    return "\n".join(lines) + f"\n\n({table['episodes']} {split} episodes per measurement.)\n"
 
 
 def compare_with_reference(summary: dict) -> str:
