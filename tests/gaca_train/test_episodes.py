@@ -79,11 +79,19 @@ def test_collective_policy_is_asked_until_it_answers_none():
     assert played.episodes[0].length == 2
 
 
-@pytest.mark.parametrize("seed", [None, 5, [7, 9]])
-def test_env_list_seeds(seed):
-    pool = _envs(2)
-    first = pool.reset(["train-0", "train-0"], seed=seed)
-    assert len(first) == 2
+class _SeedRecorder(gym.Wrapper):
+    def reset(self, *, seed=None, options=None):
+        self.seen = (seed, options)
+        return super().reset(seed=seed, options=options)
+
+
+@pytest.mark.parametrize(("seed", "expected"), [(None, [None, None]), (5, [5, 6]), ([7, 9], [7, 9])])
+def test_env_list_seeds(seed, expected):
+    """Env i is reset with seed + i (or seed[i]) and its own task id."""
+    envs = [_SeedRecorder(gym.make("GACA-CriticalChain-v0")) for _ in range(2)]
+    first = EnvList(envs).reset(["train-0", "train-1"], seed=seed)
+    assert [e.seen for e in envs] == [(s, {"task_id": t}) for s, t in zip(expected, ["train-0", "train-1"])]
+    assert [info["task_id"] for _, info in first] == ["train-0", "train-1"]
 
 
 def test_no_other_module_writes_an_episode_loop():
