@@ -112,6 +112,33 @@ def test_real_data_collection_applies_alfworlds_filters(tmp_path, games):
     env.close()
 
 
+def test_collect_games_reuses_a_collection_until_the_folder_changes(tmp_path, games, monkeypatch):
+    from gaca_envs.alfworld import data
+
+    root = tmp_path / "json_2.1.1"
+    g = next(g for g in games if g["traj"]["task_type"] == "pick_and_place_simple")
+    for k in (1, 2):
+        shutil.copytree(g["file"].parent, root / "valid_seen" / f"pick_and_place_simple-A-None-B-{k}" / "trial_T1")
+    reads = []
+    collect = data._collect
+    monkeypatch.setattr(data, "_collect", lambda *a: reads.append(1) or collect(*a))
+    first = collect_games(root, "valid_seen", task_types=[1])
+    first.pop()  # callers get their own list
+    assert len(collect_games(root, "valid_seen", task_types=[1])) == 2 and len(reads) == 1
+    # Another split or task-type set is its own collection.
+    assert collect_games(root, "valid_seen", task_types=[2]) == [] and len(reads) == 2
+    # A game rewritten in place (now unsolvable), one added, one removed: each is seen.
+    game_file = root / "valid_seen" / "pick_and_place_simple-A-None-B-1" / "trial_T1" / "game.tw-pddl"
+    game_file.write_text(json.dumps({**g["game"], "solvable": False}))
+    assert [r.task_id.split("/")[1] for r in collect_games(root, "valid_seen", task_types=[1])] == [
+        "pick_and_place_simple-A-None-B-2"
+    ]
+    shutil.copytree(g["file"].parent, root / "valid_seen" / "pick_and_place_simple-A-None-B-3" / "trial_T1")
+    assert len(collect_games(root, "valid_seen", task_types=[1])) == 2
+    shutil.rmtree(root / "valid_seen" / "pick_and_place_simple-A-None-B-2")
+    assert len(collect_games(root, "valid_seen", task_types=[1])) == 1 and len(reads) == 5
+
+
 def test_env_without_data_generates_the_split_once_into_the_cache(monkeypatch, tmp_path):
     from gaca_envs.alfworld import data
     from gaca_envs.alfworld.env import ALFWorldEnv
