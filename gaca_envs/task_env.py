@@ -114,3 +114,29 @@ class SplitTaskIds(list):
                 f'build one with split="{split}"'
             )
         return list(self)
+
+
+def split_task_ids(env_id: str, env_kwargs: dict[str, Any], split: str | None) -> tuple[dict[str, Any], list[str]]:
+    """The env kwargs that play ``split`` and its task ids (``env.unwrapped.task_ids(split)``).
+
+    An env bound to one split (:attr:`TaskEnv.bound_to_split`, ALFWorld) gets ``split`` in its
+    kwargs, replacing any other; other envs keep their kwargs. ``split=None``: the split the env
+    plays with ``env_kwargs``.
+
+    Raises:
+        ValueError: if the env offers no task ids for ``split`` (or has no such split).
+    """
+    kwargs = dict(env_kwargs)
+    env = gym.make(env_id, **kwargs)
+    try:
+        unwrapped = env.unwrapped
+        if split is not None and getattr(unwrapped, "bound_to_split", False) and unwrapped.split != split:
+            env.close()
+            kwargs["split"] = split
+            env = gym.make(env_id, **kwargs)
+        ids = list(env.unwrapped.task_ids(split))
+    finally:
+        env.close()
+    if not ids:
+        raise ValueError(f"{env_id} offers no task ids for split {split!r}")
+    return kwargs, ids

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import gymnasium as gym
 
 from gaca_envs.registration import ENV_SPECS
+from gaca_envs.task_env import split_task_ids
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -194,8 +195,9 @@ def task_dataset(
 
     Args:
         env_id: a registered id.
-        split: the split whose task ids to list; also passed to the env as its ``split`` (every
-            GACA env takes one). None: the env's default split.
+        split: the split whose task ids to list (:func:`gaca_envs.task_env.split_task_ids`: an env
+            bound to one split, ALFWorld, is built for it). None: the split the env plays with
+            ``env_kwargs``.
         instruction: the user message before the observation.
         limit: keep the first ``limit`` task ids (default: all).
         **env_kwargs: passed to ``gym.make`` to build the env that lists the ids.
@@ -213,11 +215,6 @@ def task_dataset(
         from datasets import Dataset
     except ImportError as e:
         raise ImportError("task_dataset needs the `datasets` package: pip install datasets (TRL depends on it)") from e
-    env = gym.make(env_id, **env_kwargs) if split is None else gym.make(env_id, split=split, **env_kwargs)
-    try:
-        task_ids = list(env.unwrapped.task_ids(split))
-    finally:
-        env.close()
-    task_ids = task_ids[:limit]
+    task_ids = split_task_ids(env_id, env_kwargs, split)[1][:limit]
     prompt = [{"role": "user", "content": instruction + "\n\n"}]
     return Dataset.from_dict({"prompt": [prompt] * len(task_ids), "task_id": task_ids})

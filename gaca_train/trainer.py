@@ -23,6 +23,7 @@ from trl.models import unwrap_model_for_generation
 from trl.trainer.utils import pad, use_adapter
 
 import gaca_envs  # noqa: F401  (registers the GACA env ids)
+from gaca_envs.task_env import split_task_ids
 from gaca_train.advantages import compute_advantages
 from gaca_train.batching import pack_micro_batches, padded_tokens, plan_mini_batches
 from gaca_train.config import GACAConfig
@@ -36,7 +37,7 @@ from gaca_train.rollout import (
     template_for,
 )
 from gaca_train.startup import check_real_data
-from gaca_train.vector import RolloutPool, split_task_ids
+from gaca_train.vector import RolloutPool
 
 
 def env_reward(completions: list[Any], **kwargs: Any) -> list[float]:

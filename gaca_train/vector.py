@@ -143,28 +143,3 @@ class RolloutPool:
     def close(self) -> None:
         """Closes the vector env and its subprocesses."""
         self.envs.close()
-
-
-def split_task_ids(env_id: str, env_kwargs: dict[str, Any], split: str) -> tuple[dict[str, Any], list[str]]:
-    """The env kwargs that play ``split`` and its task ids (``env.unwrapped.task_ids(split)``).
-
-    An env bound to one split (``bound_to_split``, ALFWorld) gets ``split`` in its kwargs, replacing
-    any other; other envs keep their kwargs.
-
-    Raises:
-        ValueError: if the env offers no task ids for ``split`` (or has no such split).
-    """
-    kwargs = dict(env_kwargs)
-    env = gym.make(env_id, **kwargs)
-    try:
-        unwrapped = env.unwrapped
-        if getattr(unwrapped, "bound_to_split", False) and unwrapped.split != split:
-            env.close()
-            kwargs["split"] = split
-            env = gym.make(env_id, **kwargs)
-        ids = list(env.unwrapped.task_ids(split))
-    finally:
-        env.close()
-    if not ids:
-        raise ValueError(f"{env_id} offers no task ids for split {split!r}")
-    return kwargs, ids

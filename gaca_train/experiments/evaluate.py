@@ -36,6 +36,7 @@ from typing import Any
 import gymnasium as gym
 
 import gaca_envs  # noqa: F401  (registers the GACA env ids)
+from gaca_envs.task_env import split_task_ids
 from gaca_train.endpoint import RetryPolicy
 from gaca_train.eval_backends import Sampling, endpoint_backend
 from gaca_train.eval_report import markdown, summarise
@@ -51,7 +52,6 @@ from gaca_train.evaluation import (
     play_token_jobs,
 )
 from gaca_train.rollout import PromptBuilder, parse_response, template_for
-from gaca_train.vector import split_task_ids
 
 __all__ = ["main", "markdown", "model_files", "parse_args", "pick_backend", "resolve", "summarise"]
 

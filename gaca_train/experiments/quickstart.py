@@ -30,13 +30,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
 import yaml
 from tqdm.auto import tqdm
 from transformers import TrainerCallback
 from transformers.trainer_callback import PrinterCallback
 
 import gaca_envs  # noqa: F401  (registers the GACA env ids)
+from gaca_envs.task_env import split_task_ids
 from gaca_train.eval_report import t975
 from gaca_train.experiments.warm_start import expert_steps, sft_warm_start
 from gaca_train.rollout import PromptBuilder, template_for
@@ -106,11 +106,7 @@ def measure(
     from gaca_train.rollout import generate_with_logprobs, run_rollout
     from gaca_train.vector import RolloutPool
 
-    env_kwargs = {**env_kwargs, "split": split} if "split" in env_kwargs else env_kwargs
-    if "num_tasks" in env_kwargs:  # CriticalChain: task ids per split come from a method
-        task_ids = [f"{split}-{i}" for i in range(env_kwargs["num_tasks"])]
-    else:
-        task_ids = _split_ids(fields["env_id"], env_kwargs)
+    env_kwargs, task_ids = split_task_ids(fields["env_id"], env_kwargs, split)
     task_ids = task_ids[: max_tasks or len(task_ids)]
     eos = [tokenizer.eos_token_id]
     temperature = fields.get("temperature", 1.0)
@@ -148,13 +144,6 @@ def measure(
     }
 
 
-def _split_ids(env_id: str, env_kwargs: dict) -> list[str]:
-    probe = gym.make(env_id, **env_kwargs)
-    ids = list(probe.unwrapped.task_ids)
-    probe.close()
-    return ids
-
-
 def plot(log_history: list[dict], before: float, after: float, path: Path, title: str) -> None:
     """Learning curve: per-iteration rollout success and its running mean, with before/after marks."""
     import matplotlib
@@ -185,10 +174,7 @@ def warm_start(fields: dict, env_kwargs: dict, args: argparse.Namespace, out: Pa
     from gaca_train.tiny import build_tiny_model, build_tokenizer
 
     env_id, steps = fields["env_id"], fields["max_env_steps"]
-    if "num_tasks" in env_kwargs:  # CriticalChain: task ids per split come from a method
-        train_ids = [f"train-{i}" for i in range(env_kwargs["num_tasks"])]
-    else:
-        train_ids = _split_ids(env_id, {**env_kwargs, "split": "train"})
+    train_ids = split_task_ids(env_id, env_kwargs, "train")[1]
     prompts = prompt_builder(fields)
     pairs = expert_steps(
         env_id, env_kwargs, train_ids, fields["history_length"], steps, args.seed, args.fork_noise, args.step_noise,
@@ -197,9 +183,9 @@ def warm_start(fields: dict, env_kwargs: dict, args: argparse.Namespace, out: Pa
     )  # fmt: skip
     corpus = [m["content"] for msgs, _ in pairs for m in msgs] + [r for _, r in pairs]
     if args.env == "alfworld":  # the env's vocabulary: words of the held-out games too (they are not trained on)
-        eval_kwargs = {**env_kwargs, "split": "valid_seen"}
+        eval_kwargs, eval_ids = split_task_ids(env_id, env_kwargs, "valid_seen")
         eval_pairs = expert_steps(
-            env_id, eval_kwargs, _split_ids(env_id, eval_kwargs), fields["history_length"], steps, args.seed,
+            env_id, eval_kwargs, eval_ids, fields["history_length"], steps, args.seed,
             prompts=prompts,
         )  # fmt: skip
         corpus += [m["content"] for msgs, _ in eval_pairs for m in msgs] + [" ".join(t) for t in prompt_templates()]

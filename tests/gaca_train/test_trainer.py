@@ -4,10 +4,10 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, TrainerCallback
 
+from gaca_envs.task_env import split_task_ids
 from gaca_train.advantages import compute_advantages
 from gaca_train.tiny import save_tiny_model
 from gaca_train.trainer import GACATrainer, env_reward, resolve_task_ids, tasks_dataset
-from gaca_train.vector import split_task_ids
 from tests.gaca_train.tiny_setup import tiny_config, tiny_model_and_tokenizer, warm_started_model_and_tokenizer
 
 
