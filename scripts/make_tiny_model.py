@@ -36,6 +36,9 @@ def main() -> None:
     parser.add_argument("--num-layers", type=int, default=2)
     parser.add_argument("--sft-steps", type=int, default=0, help="supervised warm-start steps (0: none)")
     parser.add_argument("--sft-lr", type=float, default=3e-3)
+    parser.add_argument(
+        "--sft-loss", choices=("completion", "full"), default="completion", help="SFT loss: responses or all text"
+    )
     parser.add_argument("--fork-noise", type=float, default=0.0, help="random demonstrations at forks (0-1)")
     parser.add_argument("--step-noise", type=float, default=0.0, help="random demonstrations at any step (0-1)")
     parser.add_argument(
@@ -78,9 +81,11 @@ def main() -> None:
     tokenizer = build_tokenizer(corpus)
     model = build_tiny_model(tokenizer, hidden_size=args.hidden_size, num_layers=args.num_layers, seed=args.seed)
     if args.sft_steps:
+        only = args.sft_loss == "completion"
         sft_warm_start(
-            model, tokenizer, pairs, args.out, steps=args.sft_steps, lr=args.sft_lr, seed=args.seed, cpu=args.cpu
-        )
+            model, tokenizer, pairs, args.out, steps=args.sft_steps, lr=args.sft_lr, seed=args.seed, cpu=args.cpu,
+            completion_only=only,
+        )  # fmt: skip
     path = save_tiny_model(model, tokenizer, args.out)
     n_params = sum(p.numel() for p in model.parameters())
     print(f"saved {n_params} parameters, vocabulary {len(tokenizer)}, {len(pairs)} expert steps -> {path}")

@@ -56,9 +56,9 @@ ENV_DEFAULTS = {
 # The measured seed sweep of the default ALFWorld demo (`--seeds 0-4`), quoted by every single run's summary.
 REFERENCE = ROOT / "docs" / "quickstart_seeds.json"
 # What makes two runs comparable with the reference table (everything but the seed and the output folder).
-_SETTINGS = ("env", "config", "estimator", "iterations", "sft_steps", "sft_lr", "hidden_size", "eval_episodes",
-             "train_games", "eval_games", "train_eval_tasks", "fork_noise", "step_noise", "train_on_noise",
-             "invalid_noise", "searching", "warm_start")  # fmt: skip
+_SETTINGS = ("env", "config", "estimator", "iterations", "sft_steps", "sft_lr", "sft_loss", "hidden_size",
+             "eval_episodes", "train_games", "eval_games", "train_eval_tasks", "fork_noise", "step_noise",
+             "train_on_noise", "invalid_noise", "searching", "warm_start")  # fmt: skip
 
 
 def load_config(path: Path, out: Path, overrides: dict) -> tuple[dict, dict]:
@@ -192,7 +192,8 @@ def warm_start(fields: dict, env_kwargs: dict, args: argparse.Namespace, out: Pa
         corpus.append(NOTHING_HAPPENS)  # the answer to an invalid action: experts never see it, the policy does
     tokenizer = build_tokenizer(corpus)
     model = build_tiny_model(tokenizer, hidden_size=args.hidden_size, num_layers=2, seed=args.seed)
-    sft_warm_start(model, tokenizer, pairs, out, steps=args.sft_steps, lr=args.sft_lr, seed=args.seed)
+    sft_warm_start(model, tokenizer, pairs, out, steps=args.sft_steps, lr=args.sft_lr, seed=args.seed,
+                   completion_only=args.sft_loss == "completion")  # fmt: skip
     return model, tokenizer, len(pairs)
 
 
@@ -206,6 +207,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--iterations", type=int, default=None, help="override the config's max_steps")
     parser.add_argument("--sft-steps", type=int, default=None, help="SFT steps (ALFWorld 1000, CriticalChain 300)")
     parser.add_argument("--sft-lr", type=float, default=3e-3, help="SFT learning rate (constant)")
+    parser.add_argument(
+        "--sft-loss",
+        choices=("completion", "full"),
+        default="completion",
+        help="SFT loss on the responses only, or on the whole text (prompt too, as pretraining reads text)",
+    )
     parser.add_argument("--hidden-size", type=int, default=128)
     parser.add_argument(
         "--eval-episodes",

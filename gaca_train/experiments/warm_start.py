@@ -164,12 +164,16 @@ def sft_warm_start(
     seed: int = 0,
     cpu: bool = True,
     length_window: int = 4,
+    completion_only: bool = True,
 ) -> None:
-    """Supervised fine-tuning on the expert responses with TRL's SFTTrainer (completion-only loss).
+    """Supervised fine-tuning on the demonstrations with TRL's SFTTrainer.
 
     ``steps`` optimiser steps of 16 pairs at the constant learning rate ``lr``; TRL's output (logs)
     goes to ``<out>/sft``. Batches come from :class:`LengthWindowSampler` with
-    ``length_window`` (1: plain shuffling).
+    ``length_window`` (1: plain shuffling). With ``completion_only`` (default) the loss covers the
+    responses only; without it, the whole text, prompt included: a model built from scratch then
+    also learns to model what it reads (the room listing and the admissible actions that repeat
+    it), which a pretrained LLM brings with it.
     """
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
@@ -189,7 +193,7 @@ def sft_warm_start(
         use_cpu=cpu,
         gradient_checkpointing=False,
         seed=seed,
-        completion_only_loss=True,
+        completion_only_loss=completion_only,
         disable_tqdm=True,
     )
 

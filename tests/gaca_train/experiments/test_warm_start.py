@@ -33,3 +33,43 @@ def test_length_window_sampler_pads_less_than_plain_shuffling():
     plain = list(LengthWindowSampler(lengths, batch_size=16, window=1, seed=0))
     windowed = list(LengthWindowSampler(lengths, batch_size=16, window=4, seed=0))
     assert _padded(lengths, windowed, 16) < 0.8 * _padded(lengths, plain, 16)
+
+
+def _prompt_nll(model, tokenizer, pairs) -> float:
+    """Mean next-token NLL over the prompt tokens of ``pairs`` (the text a completion-only loss ignores)."""
+    import torch
+
+    total, count = 0.0, 0
+    for messages, _ in pairs:
+        ids = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False)
+        ids = torch.tensor([ids])
+        with torch.no_grad():
+            logits = model(ids).logits[0, :-1]
+        total += torch.nn.functional.cross_entropy(logits, ids[0, 1:], reduction="sum").item()
+        count += ids.shape[1] - 1
+    return total / count
+
+
+def test_sft_full_loss_learns_the_prompt_text_and_completion_only_does_not(tmp_path):
+    from gaca_train.experiments.warm_start import sft_warm_start
+    from gaca_train.tiny import build_tiny_model, build_tokenizer
+
+    rng = random.Random(0)
+    places = ["desk", "shelf", "drawer", "sidetable", "bed", "garbagecan"]
+    pairs = []
+    for _ in range(16):
+        room = rng.sample(places, 4)
+        listing = ", ".join(f"a {p} 1" for p in room)
+        prompt = f"You see {listing}. Admissible actions: " + ", ".join(f"go to {p} 1" for p in room)
+        pairs.append(([{"role": "user", "content": prompt}], f"<think> </think> <action> go to {room[0]} 1 </action>"))
+    tokenizer = build_tokenizer([m[0]["content"] for m, _ in pairs] + [r for _, r in pairs])
+    nll = {}
+    for loss in ("completion", "full"):
+        model = build_tiny_model(tokenizer, hidden_size=32, seed=0)
+        start = _prompt_nll(model, tokenizer, pairs)
+        only = loss == "completion"
+        sft_warm_start(model, tokenizer, pairs, tmp_path / loss, steps=30, seed=0, completion_only=only)
+        nll[loss] = _prompt_nll(model, tokenizer, pairs)
+    # The same steps on the same data: only the full loss models the prompts (the room listing, its copy).
+    assert nll["full"] < 0.6 * start
+    assert nll["full"] < 0.6 * nll["completion"]
