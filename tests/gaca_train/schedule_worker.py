@@ -45,6 +45,9 @@ def main(out: Path) -> None:
             "validation": validation,
         }
         (out / "result.json").write_text(json.dumps(result))
+    if torch.distributed.is_initialized():  # exiting with the process group alive can abort a rank at teardown
+        trainer.accelerator.wait_for_everyone()
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":
