@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -155,6 +155,25 @@ class PromptBuilder:
     max_steps: int
     max_admissible_actions: int | None = None
     hidden_actions: tuple[str, ...] = ()
+
+    @classmethod
+    def from_config(cls, config: Any) -> PromptBuilder:
+        """A run's prompts from its config (a ``GACAConfig`` or a mapping of its fields).
+
+        The config's ``system_prompt`` and ``prompt_template`` where set, else the env family's
+        (:func:`template_for`); ``history_length``, ``max_env_steps``, ``max_admissible_actions`` and
+        ``hidden_actions`` as given.
+        """
+        get = config.get if isinstance(config, Mapping) else lambda name: getattr(config, name, None)
+        system, template = template_for(get("env_id"))
+        return cls(
+            system_prompt=system if get("system_prompt") is None else get("system_prompt"),
+            template=template if get("prompt_template") is None else get("prompt_template"),
+            history_length=get("history_length"),
+            max_steps=get("max_env_steps"),
+            max_admissible_actions=get("max_admissible_actions"),
+            hidden_actions=tuple(get("hidden_actions") or ()),
+        )
 
     def messages(
         self, task: str, step: int, observation: str, admissible: Sequence[str], history: Sequence[tuple[str, str]]

@@ -34,7 +34,6 @@ from gaca_train.rollout import (
     max_over_ranks,
     parse_response,
     run_rollout,
-    template_for,
 )
 from gaca_train.startup import check_real_data
 from gaca_train.vector import RolloutPool
@@ -248,15 +247,7 @@ class GACATrainer(GRPOTrainer):
             peft_config=peft_config,
             quantization_config=quantization_config,
         )
-        system_prompt, template = template_for(args.env_id)
-        self.prompt_builder = PromptBuilder(
-            system_prompt=system_prompt if args.system_prompt is None else args.system_prompt,
-            template=template if args.prompt_template is None else args.prompt_template,
-            history_length=args.history_length,
-            max_steps=args.max_env_steps,
-            max_admissible_actions=args.max_admissible_actions,
-            hidden_actions=tuple(args.hidden_actions or ()),
-        )
+        self.prompt_builder = PromptBuilder.from_config(args)
         self._parse = functools.partial(parse_response, format_check=args.format_check, env_id=args.env_id)
         self._pools: dict[tuple, RolloutPool] = {}
         self.last_rollout: RolloutResult | None = None

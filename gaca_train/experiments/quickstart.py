@@ -39,7 +39,7 @@ import gaca_envs  # noqa: F401  (registers the GACA env ids)
 from gaca_envs.task_env import split_task_ids
 from gaca_train.eval_report import t975
 from gaca_train.experiments.warm_start import expert_steps, sft_warm_start
-from gaca_train.rollout import PromptBuilder, template_for
+from gaca_train.rollout import PromptBuilder
 
 # The repository checkout this module runs from (configs/ and docs/ live there, not in the wheel).
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,15 +80,8 @@ def alfworld_games(out: Path, env_kwargs: dict, num_train: int, num_eval: int, s
 
 
 def prompt_builder(fields: dict) -> PromptBuilder:
-    """The prompts of the run: the config's ``system_prompt``/``prompt_template``, else the env family's."""
-    system, template = template_for(fields["env_id"])
-    return PromptBuilder(
-        system_prompt=system if fields.get("system_prompt") is None else fields["system_prompt"],
-        template=template if fields.get("prompt_template") is None else fields["prompt_template"],
-        history_length=fields["history_length"],
-        max_steps=fields["max_env_steps"],
-        max_admissible_actions=fields.get("max_admissible_actions"),
-    )
+    """The prompts of the run, as its trainer builds them (SFT demonstrations and measurements use them too)."""
+    return PromptBuilder.from_config(fields)
 
 
 def measure(

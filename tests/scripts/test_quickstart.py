@@ -196,3 +196,23 @@ def test_expert_steps_searching_takes_only_what_it_sees(tmp_path):
         assert f"a {item}" in obs and where in obs
     for _, adm, action in searching:
         assert f"'{action}'" in adm
+
+
+def test_quickstart_prompts_are_the_trainers_for_the_same_yaml(tmp_path):
+    """SFT demonstrations and measurements render what RL renders, `hidden_actions` included."""
+    from gaca_train.config import GACAConfig
+    from gaca_train.rollout import PromptBuilder
+
+    quickstart_cpu, _ = _scripts()
+    config = tmp_path / "quickstart.yaml"
+    shipped = (ROOT / "configs" / "quickstart_cpu_alfworld.yaml").read_text()
+    config.write_text(shipped + "hidden_actions: [help]\n")
+    fields, _ = quickstart_cpu.load_config(config, tmp_path, {})
+    ours = quickstart_cpu.prompt_builder(fields)
+    trainers = PromptBuilder.from_config(GACAConfig(**{**fields, "use_cpu": True}))
+    assert ours == trainers and ours.hidden_actions == ("help",) and ours.history_length == 1
+    (user,) = ours.messages("put a mug in desk", 0, "You arrive.", ["go to desk 1", "help", "look"], [])
+    assert "'go to desk 1', 'look'" in user["content"] and "help" not in user["content"]
+    # without the field the env family's list is shown whole, as before
+    shipped_fields, _ = quickstart_cpu.load_config(ROOT / "configs" / "quickstart_cpu_alfworld.yaml", tmp_path, {})
+    assert quickstart_cpu.prompt_builder(shipped_fields).hidden_actions == ()
