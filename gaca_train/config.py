@@ -20,6 +20,7 @@ _CHOICES: dict[str, tuple[Any, ...]] = {
     "nll_reduction": ("mean", "sum"),
     "vector_env": ("async", "sync"),
     "format_check": ("strict", "verl-agent"),
+    "old_logps": ("recompute", "rollout"),
 }
 
 
@@ -90,6 +91,14 @@ class GACAConfig(GRPOConfig, EstimatorConfig):
         },
     )
     ppo_epochs: int = field(default=1, metadata={"help": "Passes over an iteration's rows (one reshuffle each)."})
+    old_logps: str = field(
+        default="recompute",
+        metadata={
+            "help": "Old-policy log-probs of an iteration's updates after the first: `recompute` (verl's "
+            "compute_log_prob, a forward pass over all rows) or `rollout` (the log-probs recorded while sampling, "
+            "the same weights: saves that pass; equal up to rounding in float32, not with vLLM)."
+        },
+    )
     max_prompt_length: int | None = field(
         default=None,
         metadata={"help": "Most tokens of a step's prompt; a longer one stops the run with an error (None: no cap)."},
@@ -228,6 +237,11 @@ class GACAConfig(GRPOConfig, EstimatorConfig):
             value = getattr(self, name)
             if value not in choices:
                 raise ValueError(f"{name} must be one of {choices}, got {value!r}")
+        if self.old_logps == "rollout" and self.use_vllm:
+            raise ValueError(
+                "old_logps: rollout takes the old log-probs from the sampling engine, which with vLLM is not the "
+                "trained model (its log-probs differ); use old_logps: recompute with use_vllm"
+            )
         positive = ("tasks_per_iteration", "max_env_steps", "rollouts_per_task", "ppo_epochs")
         positive += ("eval_rollouts_per_task",)
         for name in positive:

@@ -503,9 +503,17 @@ class GACATrainer(GRPOTrainer):
         """Old-policy (before any update) and reference log-probs of every row, by token-budgeted micro-batches.
 
         Old log-probs are needed when an iteration makes several updates (later updates are off-policy)
-        or for vLLM's importance-sampling correction; reference log-probs when ``beta`` is not zero.
+        or for vLLM's importance-sampling correction; reference log-probs when ``beta`` is not zero. With
+        ``old_logps: rollout`` the old log-probs are the ones the rollout recorded, with no forward pass.
         """
-        if not need_old and self.beta == 0.0:
+        recorded = need_old and self.args.old_logps == "rollout"
+        forward_old = need_old and not recorded
+        # Recorded: the rollout's own log-probs of the same weights (HF generation only, see GACAConfig).
+        iteration.old_logps = None
+        if recorded:
+            iteration.old_logps = [torch.tensor(s.logps, dtype=torch.float32) for s in iteration.steps]
+        iteration.ref_logps = None
+        if not forward_old and self.beta == 0.0:
             return
         rows = list(range(len(iteration.steps)))
         old: list[torch.Tensor | None] = [None] * len(rows)
@@ -516,7 +524,7 @@ class GACATrainer(GRPOTrainer):
             attention_mask = torch.cat([batch["prompt_mask"], batch["completion_mask"]], dim=1)
             width = batch["completion_ids"].size(1)
             with torch.no_grad():
-                if need_old:
+                if forward_old:
                     logps, _, _ = self._get_per_token_logps_and_entropies(self.model, input_ids, attention_mask, width)
                     for j, i in enumerate(chunk):
                         old[i] = logps[j, : len(iteration.steps[i].completion_ids)]
@@ -524,8 +532,10 @@ class GACATrainer(GRPOTrainer):
                     logps = self._reference_logps(input_ids, attention_mask, width)
                     for j, i in enumerate(chunk):
                         ref[i] = logps[j, : len(iteration.steps[i].completion_ids)]
-        iteration.old_logps = old if need_old else None
-        iteration.ref_logps = ref if self.beta != 0.0 else None
+        if forward_old:
+            iteration.old_logps = old
+        if self.beta != 0.0:
+            iteration.ref_logps = ref
 
     def _reference_logps(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, width: int) -> torch.Tensor:
         """Log-probs under the reference: the reference model, or for PEFT the initial adapter or the base model."""

@@ -246,3 +246,36 @@ def test_vllm_colocate_sleep_mode_pushes_weights_once_per_iteration(tmp_path, mo
     assert turns >= 4  # several turns per iteration
     assert vllm.pushes == 2  # once per iteration, not once per turn
     assert vllm.llm.calls.count("sleep2") == 3 and vllm.llm.calls[-1] == "sleep2"  # at start-up, then per iteration
+
+
+def test_rollout_old_logps_equal_the_recomputed_ones_without_their_forward_pass(tmp_path, monkeypatch):
+    from gaca_train.trainer import GACATrainer
+
+    model, tokenizer = warm_started_model_and_tokenizer()
+    args = tiny_config(tmp_path, rollouts_per_task=4, mini_batch_rows=5, beta=0.0, old_logps="rollout")
+    trainer = GACATrainer(model=model, args=args, processing_class=tokenizer)
+    trainer.model.train()
+    iteration = trainer._generate_and_score_completions(GROUPS)  # real sampling with the model's weights
+    trainer.close_envs()
+    forward, calls = trainer._get_per_token_logps_and_entropies, []
+
+    def counted(*a, **k):
+        calls.append(1)
+        return forward(*a, **k)
+
+    monkeypatch.setattr(trainer, "_get_per_token_logps_and_entropies", counted)
+    trainer._add_policy_logps(iteration, need_old=True)
+    recorded = iteration.old_logps
+    assert calls == [] and [len(r) for r in recorded] == [len(s.completion_ids) for s in iteration.steps]
+    trainer.args.old_logps = "recompute"
+    trainer._add_policy_logps(iteration, need_old=True)
+    assert calls and iteration.ref_logps is None
+    assert sum(len(r) for r in recorded) > 20
+    torch.testing.assert_close(torch.cat(recorded), torch.cat(iteration.old_logps), atol=1e-5, rtol=1e-5)
+
+
+def test_rollout_old_logps_are_refused_with_vllm(tmp_path):
+    with pytest.raises(ValueError, match="old_logps: rollout .* vLLM"):
+        tiny_config(tmp_path, old_logps="rollout", use_vllm=True)
+    with pytest.raises(ValueError, match="old_logps must be one of"):
+        tiny_config(tmp_path, old_logps="sampled")
