@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 
 import gaca_envs  # noqa: F401  (registers the GACA env ids)
-from gaca_envs.task_env import split_task_ids
+from gaca_envs.task_env import NOTHING_HAPPENS, split_task_ids
 from gaca_train.experiments import quickstart
 from gaca_train.experiments.warm_start import expert_steps, sft_warm_start
 from gaca_train.rollout import prompt_templates
@@ -45,6 +45,9 @@ def main() -> None:
         "--invalid-noise", type=float, default=0.0, help="rejected actions before demonstrations (0-1)"
     )
     parser.add_argument("--searching", type=float, default=0.0, help="ALFWorld: share of games shown by a searcher")
+    parser.add_argument(
+        "--demos-per-task", type=int, default=1, help="demonstrated episodes per task, each with its own noise"
+    )
     parser.add_argument(
         "--config", default=None, help="training YAML whose prompt settings (and max_env_steps) render the SFT data"
     )
@@ -75,9 +78,11 @@ def main() -> None:
         prompts=prompts,
         invalid_noise=args.invalid_noise,
         searching=args.searching,
+        demos_per_task=args.demos_per_task,
     )
     corpus = [m["content"] for messages, _ in pairs for m in messages] + [r for _, r in pairs]
     corpus += [" ".join(t) for t in prompt_templates()]
+    corpus.append(NOTHING_HAPPENS)  # the env's answer to an invalid action: experts never see it, a policy does
     tokenizer = build_tokenizer(corpus)
     model = build_tiny_model(tokenizer, hidden_size=args.hidden_size, num_layers=args.num_layers, seed=args.seed)
     if args.sft_steps:

@@ -15,8 +15,9 @@
    ``<out>/summary.json``.
 
 ``--env criticalchain`` (``configs/quickstart_cpu.yaml``): the diagnostic GACA-CriticalChain-v0;
-the expert's fork choices are random (``--fork-noise 1``): the warm-started policy walks the routine
-stages but guesses at the fork, whose consequence shows only at the goal. Success is measured on
+the expert's fork choices are random (``--fork-noise 1``), in 8 demonstrated episodes per task
+(``--demos-per-task``): the warm-started policy walks the routine stages but guesses at the fork,
+whose consequence shows only at the goal. Success is measured on
 the training tasks only (the tiny model memorises place names, so unseen tasks are not a fair test).
 """
 
@@ -49,16 +50,16 @@ CONFIGS = {"alfworld": "quickstart_cpu_alfworld.yaml", "criticalchain": "quickst
 # Per-env defaults of the options left unset on the command line.
 ENV_DEFAULTS = {
     "alfworld": {"fork_noise": 0.0, "eval_episodes": 2, "sft_steps": 1000, "searching": 0.5, "invalid_noise": 0.2,
-                 "step_noise": 0.2},
-    "criticalchain": {"fork_noise": 1.0, "eval_episodes": 4, "sft_steps": 300, "searching": 0.0, "invalid_noise": 0.0,
-                      "step_noise": 0.0},
+                 "step_noise": 0.2, "demos_per_task": 1},
+    "criticalchain": {"fork_noise": 1.0, "eval_episodes": 16, "sft_steps": 600, "searching": 0.0, "invalid_noise": 0.0,
+                      "step_noise": 0.0, "demos_per_task": 8},
 }  # fmt: skip
 # The measured seed sweep of the default ALFWorld demo (`--seeds 0-4`), quoted by every single run's summary.
 REFERENCE = ROOT / "docs" / "quickstart_seeds.json"
 # What makes two runs comparable with the reference table (everything but the seed and the output folder).
 _SETTINGS = ("env", "config", "estimator", "iterations", "sft_steps", "sft_lr", "sft_loss", "hidden_size",
              "eval_episodes", "train_games", "eval_games", "train_eval_tasks", "fork_noise", "step_noise",
-             "train_on_noise", "invalid_noise", "searching", "warm_start")  # fmt: skip
+             "train_on_noise", "invalid_noise", "searching", "demos_per_task", "warm_start")  # fmt: skip
 
 
 def load_config(path: Path, out: Path, overrides: dict) -> tuple[dict, dict]:
@@ -162,7 +163,7 @@ def plot(log_history: list[dict], before: float, after: float, path: Path, title
 
 def warm_start(fields: dict, env_kwargs: dict, args: argparse.Namespace, out: Path) -> tuple:
     """Tiny model and word-level tokenizer, fine-tuned on (noisy) expert steps of the train tasks."""
-    from gaca_envs.alfworld.env import NOTHING_HAPPENS
+    from gaca_envs.task_env import NOTHING_HAPPENS
     from gaca_train.rollout import prompt_templates
     from gaca_train.tiny import build_tiny_model, build_tokenizer
 
@@ -172,7 +173,7 @@ def warm_start(fields: dict, env_kwargs: dict, args: argparse.Namespace, out: Pa
     pairs = expert_steps(
         env_id, env_kwargs, train_ids, fields["history_length"], steps, args.seed, args.fork_noise, args.step_noise,
         prompts=prompts, train_on_noise=args.train_on_noise, invalid_noise=args.invalid_noise,
-        searching=args.searching,
+        searching=args.searching, demos_per_task=args.demos_per_task,
     )  # fmt: skip
     corpus = [m["content"] for msgs, _ in pairs for m in msgs] + [r for _, r in pairs]
     if args.env == "alfworld":  # the env's vocabulary: words of the held-out games too (they are not trained on)
@@ -182,7 +183,7 @@ def warm_start(fields: dict, env_kwargs: dict, args: argparse.Namespace, out: Pa
             prompts=prompts,
         )  # fmt: skip
         corpus += [m["content"] for msgs, _ in eval_pairs for m in msgs] + [" ".join(t) for t in prompt_templates()]
-        corpus.append(NOTHING_HAPPENS)  # the answer to an invalid action: experts never see it, the policy does
+    corpus.append(NOTHING_HAPPENS)  # every env's answer to an invalid action: experts never see it, the policy does
     tokenizer = build_tokenizer(corpus)
     model = build_tiny_model(tokenizer, hidden_size=args.hidden_size, num_layers=2, seed=args.seed)
     sft_warm_start(model, tokenizer, pairs, out, steps=args.sft_steps, lr=args.sft_lr, seed=args.seed,
@@ -198,7 +199,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", default=None, help="output folder (default: outputs/quickstart-<env>)")
     parser.add_argument("--estimator", default=None, help="override the config's estimator")
     parser.add_argument("--iterations", type=int, default=None, help="override the config's max_steps")
-    parser.add_argument("--sft-steps", type=int, default=None, help="SFT steps (ALFWorld 1000, CriticalChain 300)")
+    parser.add_argument("--sft-steps", type=int, default=None, help="SFT steps (ALFWorld 1000, CriticalChain 600)")
     parser.add_argument("--sft-lr", type=float, default=3e-3, help="SFT learning rate (constant)")
     parser.add_argument(
         "--sft-loss",
@@ -211,7 +212,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--eval-episodes",
         type=int,
         default=None,
-        help="sampled episodes per task per measurement (ALFWorld 2, CriticalChain 4)",
+        help="sampled episodes per task per measurement (ALFWorld 2, CriticalChain 16)",
     )
     parser.add_argument("--train-games", type=int, default=400, help="ALFWorld: generated train games")
     parser.add_argument("--eval-games", type=int, default=128, help="ALFWorld: generated held-out valid_seen games")
@@ -233,6 +234,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="ALFWorld: share of train games demonstrated by the text-only searching agent (default 0.5)",
     )
     parser.add_argument(
+        "--demos-per-task",
+        type=int,
+        default=None,
+        help="demonstrated episodes per train task, each with its own noise (ALFWorld 1, CriticalChain 8)",
+    )
+    parser.add_argument(
         "--warm-start", default=None, help="load this saved warm start instead of running SFT (same games and seed)"
     )
     parser.add_argument(
@@ -246,6 +253,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--seeds", default=None, help="run these seeds one after another (e.g. 0-4) and write <out>/seeds.{md,json}"
     )
     args = parser.parse_args(argv)
+    if args.demos_per_task is not None and args.demos_per_task < 1:
+        parser.error(f"--demos-per-task must be at least 1, got {args.demos_per_task}")
     args.config = args.config or str(ROOT / "configs" / CONFIGS[args.env])
     args.out = args.out or f"outputs/quickstart-{args.env}"
     for name, value in ENV_DEFAULTS[args.env].items():

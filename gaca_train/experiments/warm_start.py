@@ -32,6 +32,7 @@ def expert_steps(
     train_on_noise: bool = True,
     invalid_noise: float = 0.0,
     searching: float = 0.0,
+    demos_per_task: int = 1,
 ) -> list[tuple[list[dict[str, str]], str]]:
     """(chat messages, response) per step of expert episodes; random admissible actions if no expert.
 
@@ -49,8 +50,16 @@ def expert_steps(
     mistakes lead to and that experts never reach. With ``searching`` q (ALFWorld), a share q of the
     games is demonstrated by :class:`~gaca_envs.alfworld.baseline.SearchingAgent` in a random search
     order instead of the privileged expert (no noise in those games): it reads only the text, so its
-    demonstrations show looking for the object, and taking it only where it is seen.
+    demonstrations show looking for the object, and taking it only where it is seen. Each task is
+    played ``demos_per_task`` times, each episode with its own noise draws: with one episode per task
+    and few tasks, a tiny model memorises the one noisy choice made at each fork, its policy is then
+    deterministic per task, every rollout of a group ends alike and RL has no advantage to learn from.
+
+    Raises:
+        ValueError: if ``demos_per_task`` is below 1.
     """
+    if demos_per_task < 1:
+        raise ValueError(f"demos_per_task must be at least 1, got {demos_per_task}")
     if prompts is None:
         system, template = template_for(env_id)
         prompts = PromptBuilder(system, template, history_length, max_steps)
@@ -59,8 +68,9 @@ def expert_steps(
                                  searching)  # fmt: skip
     pairs = []
     for task in task_ids:
-        played = play(EnvList([env]), [task], demonstrator, max_steps, seed=seed)
-        pairs += [t.decision.data for t in played.transitions if t.decision.data is not None]
+        for _ in range(demos_per_task):
+            played = play(EnvList([env]), [task], demonstrator, max_steps, seed=seed)
+            pairs += [t.decision.data for t in played.transitions if t.decision.data is not None]
     env.close()
     return pairs
 
