@@ -9,7 +9,10 @@
    the held-out ``valid_seen`` split into ``<out>/games`` with the native engine.
 2. Builds a tiny LLaMA-architecture model and a word-level tokenizer over the games' words (no
    download) and fine-tunes it with TRL's SFTTrainer on expert steps of the train games, a share
-   ``--step-noise`` of them replaced by random admissible actions (the expert recovers after them).
+   ``--step-noise`` of them replaced by random admissible actions (the expert recovers after them),
+   half of the games shown by a text-only searching agent (``--searching``), with the loss on the
+   whole text, prompts too (``--sft-loss full``): a model built from scratch learns to read the
+   room only if it is asked to predict what it reads, as a pretrained LLM was.
 3. Measures success on held-out ``valid_seen`` games and on the train games (sampled episodes),
    trains with ``GACATrainer``, measures again, writes ``<out>/learning_curve.png`` and
    ``<out>/summary.json``.
@@ -50,9 +53,9 @@ CONFIGS = {"alfworld": "quickstart_cpu_alfworld.yaml", "criticalchain": "quickst
 # Per-env defaults of the options left unset on the command line.
 ENV_DEFAULTS = {
     "alfworld": {"fork_noise": 0.0, "eval_episodes": 2, "sft_steps": 1000, "searching": 0.5, "invalid_noise": 0.2,
-                 "step_noise": 0.2, "demos_per_task": 1},
+                 "step_noise": 0.2, "demos_per_task": 1, "sft_loss": "full"},
     "criticalchain": {"fork_noise": 1.0, "eval_episodes": 16, "sft_steps": 600, "searching": 0.0, "invalid_noise": 0.0,
-                      "step_noise": 0.0, "demos_per_task": 8},
+                      "step_noise": 0.0, "demos_per_task": 8, "sft_loss": "completion"},
 }  # fmt: skip
 # The measured seed sweep of the default ALFWorld demo (`--seeds 0-4`), quoted by every single run's summary.
 REFERENCE = ROOT / "docs" / "quickstart_seeds.json"
@@ -204,8 +207,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--sft-loss",
         choices=("completion", "full"),
-        default="completion",
-        help="SFT loss on the responses only, or on the whole text (prompt too, as pretraining reads text)",
+        default=None,
+        help="SFT loss on the responses only, or on the whole text, prompt too, as pretraining reads text "
+        "(ALFWorld full, CriticalChain completion)",
     )
     parser.add_argument("--hidden-size", type=int, default=128)
     parser.add_argument(

@@ -247,9 +247,18 @@ def test_expert_steps_demos_per_task_draw_the_noise_anew_for_each_episode():
         quickstart.parse_args(["--demos-per-task", "0"])
 
 
+def test_quickstart_sft_loss_defaults_to_the_whole_text_on_alfworld_only():
+    quickstart, _ = _scripts()
+    # ALFWorld's tiny model reads the room only if SFT asks it to predict the prompts too
+    assert quickstart.parse_args([]).sft_loss == "full"
+    assert quickstart.parse_args(["--env", "criticalchain"]).sft_loss == "completion"
+    assert quickstart.parse_args(["--sft-loss", "completion"]).sft_loss == "completion"
+    assert quickstart.settings(quickstart.parse_args([]))["sft_loss"] == "full"  # part of what a comparison needs
+
+
 # The reduced demo of issue 18 (item 5): the quickstart's whole pipeline (tiny model, SFT warm start,
 # GACATrainer with GACA, success measured before and after) on the diagnostic CriticalChain env, a
-# run of about 2 minutes. The ALFWorld demo's own gain (+0.10 on average, +0.04 on its weakest seed,
+# run of about 2 minutes. The ALFWorld demo's own gain (+0.11 on average, +0.06 on its weakest seed,
 # in 9 minutes) is too small for a 2-minute version to show (docs/BENCHMARKS.md). Train-success gains
 # of seeds 0-4 at the shipped defaults, per thread count: `OMP_NUM_THREADS=<n> .venv/bin/python
 # scripts/quickstart_cpu.py --env criticalchain --seeds 0-4 --out <dir>` (docs/BENCHMARKS.md, "CPU
