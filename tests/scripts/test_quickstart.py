@@ -259,7 +259,7 @@ def test_quickstart_sft_loss_defaults_to_the_whole_text_on_alfworld_only():
 # The reduced demo of issue 18 (item 5): the quickstart's whole pipeline (tiny model, SFT warm start,
 # GACATrainer with GACA, success measured before and after) on the diagnostic CriticalChain env, a
 # run of about 2 minutes. The ALFWorld demo's own gain (+0.11 on average, +0.07 on its weakest seed,
-# in about 11 minutes) is too small for a 2-minute version to show (docs/BENCHMARKS.md). Train-success gains
+# in about 10 minutes) is too small for a 2-minute version to show (docs/BENCHMARKS.md). Train-success gains
 # of seeds 0-4 at the shipped defaults, per thread count: `OMP_NUM_THREADS=<n> .venv/bin/python
 # scripts/quickstart_cpu.py --env criticalchain --seeds 0-4 --out <dir>` (docs/BENCHMARKS.md, "CPU
 # quickstart on CriticalChain"):
