@@ -39,7 +39,7 @@ def test_quickstart_alfworld_smoke_measures_held_out_and_train_games(tmp_path):
     quickstart_cpu, _ = _scripts()
     summary = quickstart_cpu.main(
         ["--out", str(tmp_path), "--sft-steps", "2", "--iterations", "1", "--eval-episodes", "1",
-         "--train-games", "4", "--eval-games", "2", "--train-eval-tasks", "3", "--hidden-size", "32"]
+         "--train-games", "8", "--eval-games", "2", "--train-eval-tasks", "3", "--hidden-size", "32"]
     )  # fmt: skip
     assert summary["env"] == "GACA-ALFWorld-v0" and summary["iterations"] == 1
     by_split = summary["by_split"]
@@ -48,10 +48,10 @@ def test_quickstart_alfworld_smoke_measures_held_out_and_train_games(tmp_path):
         for key in ("before", "after"):
             assert by_split[split][key]["episodes"] == n and 0.0 <= by_split[split][key]["success_rate"] <= 1.0
     games = tmp_path / "games" / "json_2.1.1"
-    for split, n in (("train", 4), ("valid_seen", 2)):
+    for split, n in (("train", 8), ("valid_seen", 2)):  # 8: the config's tasks_per_iteration
         folders = [p.parent.parent.name for p in (games / split).glob("*/*/game.tw-pddl")]
         assert len(folders) == n and all(f.startswith("pick_and_place_simple-") for f in folders)
-    assert summary["sft_pairs"] >= 4 * 4  # every easy game takes at least 4 expert steps
+    assert summary["sft_pairs"] >= 8 * 4  # every easy game takes at least 4 expert steps
     assert (tmp_path / "learning_curve.png").stat().st_size > 1000
     assert (tmp_path / "after_rl" / "model.safetensors").exists()
 
