@@ -236,6 +236,7 @@ def alfworld_jobs(args: argparse.Namespace, fields: dict, env_kwargs: dict, befo
         runs = [("main", label, estimator, {}, estimator) for label, estimator in BRANCHING_RUNS.items()]
         runs += [("main", f"{label} + branching", estimator, branch, f"{estimator}-branch-{crit}")
                  for label, estimator in BRANCHING_RUNS.items()]  # fmt: skip
+    runs = [run for run in runs if run[2] in args.estimators]
     for lambda0, eta in itertools.product(args.sweep_lambda0, args.sweep_eta):
         options = {"lambda0": lambda0, "eta": eta}
         runs.append(("sweep", f"lambda0={lambda0}, eta={eta}", "gaca", options, f"gaca-l{lambda0}-e{eta}"))
@@ -302,6 +303,16 @@ def alfworld_study(args: argparse.Namespace) -> str:
     return alfworld_report(out, data)
 
 
+def quickstart_iterations() -> int:
+    """The ALFWorld quickstart's iterations (``max_steps`` of its YAML): the study runs what ``make demo`` runs."""
+    import yaml
+
+    from gaca_train.experiments import quickstart as quickstart_cpu
+
+    path = Path(quickstart_cpu.ROOT) / "configs" / quickstart_cpu.CONFIGS["alfworld"]
+    return int(yaml.safe_load(path.read_text())["max_steps"])
+
+
 def make_parser() -> argparse.ArgumentParser:
     """The study's command line (``scripts/compare_estimators.py``)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -315,10 +326,12 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--coverage-rollouts", type=int, default=8, help="coverage: rollouts per game")
     parser.add_argument("--out", default="runs/compare", help="output folder (default: %(default)s)")
     parser.add_argument("--seeds", type=int, default=5, help="how many seeds, 0 to N-1 (default: %(default)s)")
-    parser.add_argument("--iterations", type=int, default=None, help="diagnostic 100, alfworld 30")
+    parser.add_argument(
+        "--iterations", type=int, default=None, help="diagnostic 100, alfworld the quickstart config's max_steps (72)"
+    )
     parser.add_argument("--task-pool", type=int, default=16, help="diagnostic: training tasks")
     parser.add_argument("--lr", type=float, default=0.05, help="diagnostic: learning rate")
-    parser.add_argument("--eval-every", type=int, default=None, help="iterations (diagnostic 5, alfworld 10)")
+    parser.add_argument("--eval-every", type=int, default=None, help="iterations (diagnostic 5, alfworld 24)")
     parser.add_argument(
         "--sweep-lambda0",
         type=float,
@@ -330,7 +343,9 @@ def make_parser() -> argparse.ArgumentParser:
         "--sweep-eta", type=float, nargs="*", default=None, help="GACA sweep grid (diagnostic default 0 0.25 0.5 1)"
     )
     parser.add_argument("--train-games", type=int, default=400, help="alfworld: generated train games")
-    parser.add_argument("--eval-games", type=int, default=64, help="alfworld: generated held-out games")
+    parser.add_argument(
+        "--eval-games", type=int, default=128, help="alfworld: generated held-out games (the quickstart's 128)"
+    )
     parser.add_argument("--eval-episodes", type=int, default=2, help="alfworld: sampled episodes per held-out game")
     parser.add_argument("--sft-steps", type=int, default=1000, help="alfworld: warm-start SFT steps")
     parser.add_argument(
@@ -340,6 +355,13 @@ def make_parser() -> argparse.ArgumentParser:
         default=None,
         help="branching rollouts vs independent for GRPO, GiGPO and GACA with the first criterion, then the other "
         "criteria for GiGPO and GACA (diagnostic: e.g. --branching nll entropy uniform; alfworld: the first)",
+    )
+    parser.add_argument(
+        "--estimators",
+        nargs="+",
+        choices=("grpo", "gigpo", "gaca", "reweight"),
+        default=["grpo", "gigpo", "gaca", "reweight"],
+        help="alfworld: the estimators to run (default: all; with --branching, reweight has no branching runs)",
     )
     parser.add_argument("--branch-roots", type=int, default=4, help="branching: root rollouts per group")
     parser.add_argument("--branch-points", type=int, default=2, help="branching: branch points per group")
@@ -361,9 +383,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.report_only:
         return args
     if args.iterations is None:
-        args.iterations = 100 if args.setup == "diagnostic" else 30
+        args.iterations = 100 if args.setup == "diagnostic" else quickstart_iterations()
     if args.eval_every is None:
-        args.eval_every = 5 if args.setup == "diagnostic" else 10
+        args.eval_every = 5 if args.setup == "diagnostic" else 24
     if args.setup == "diagnostic":
         args.sweep_lambda0 = [0.3, 0.5, 0.7] if args.sweep_lambda0 is None else args.sweep_lambda0
         args.sweep_eta = [0.0, 0.25, 0.5, 1.0] if args.sweep_eta is None else args.sweep_eta

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
+import yaml
 
 from gaca_train.experiments.study import ESTIMATOR_RUNS, parse_args, tabular_jobs
 from gaca_train.experiments.study_report import mean_ci, paired_rows
+
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _result(label: str, seed: int, success: list[float]) -> dict:
@@ -48,7 +53,13 @@ def test_smoke_options_and_one_tabular_job_per_estimator_sweep_point_and_seed():
     # ALFWorld: the sweep is opt-in, and a grid on one axis puts the other at METHOD.md's default.
     assert parse_args(["--setup", "alfworld"]).sweep_eta == []
     alfworld = parse_args(["--setup", "alfworld", "--sweep-eta", "1.0"])
-    assert (alfworld.sweep_lambda0, alfworld.sweep_eta, alfworld.iterations) == ([0.5], [1.0], 30)
+    assert (alfworld.sweep_lambda0, alfworld.sweep_eta) == ([0.5], [1.0])
+    # The ALFWorld study runs the quickstart's own iterations (its YAML's max_steps), as make demo does.
+    qs = yaml.safe_load((ROOT / "configs" / "quickstart_cpu_alfworld.yaml").read_text())
+    assert (
+        alfworld.iterations == qs["max_steps"]
+        and parse_args(["--setup", "alfworld", "--iterations", "5"]).iterations == 5
+    )
 
 
 def test_branching_study_pairs_each_estimator_with_its_branching_run_and_reports_coverage(tmp_path):
