@@ -1,9 +1,14 @@
 """Time per GACATrainer iteration, split into generation, env, advantage, train and other.
 
     python scripts/bench_trainer.py --iterations 5 --micro-batch-tokens 512 4096
+    python scripts/bench_trainer.py --config configs/quickstart_cpu_alfworld.yaml \
+        --model runs/compare-alfworld/warm/model --env-kwargs '{"data_path": "runs/compare-alfworld/games"}'
 
 Builds a tiny model locally (no download) and trains it with GACA on GACA-CriticalChain-v0, once
-per token budget given (``micro_batch_tokens``, padded tokens per micro-batch). Per iteration (the
+per token budget given (``micro_batch_tokens``, padded tokens per micro-batch). With ``--config`` it
+times a training YAML's own set-up instead (env, prompts, batch sizes, estimator and token budget;
+``--model`` a local model folder, e.g. the ALFWorld quickstart's warm start, which
+``compare_estimators.py --setup alfworld`` saves in ``<out>/warm/model``). Per iteration (the
 first is a warm-up and not counted):
 
 * generation: ``model.generate`` with log-prob recording, and decoding the responses;
@@ -67,13 +72,42 @@ def _corpus(env_kwargs: dict[str, Any]) -> list[str]:
     return texts
 
 
+def _from_config(args: argparse.Namespace, micro_batch_tokens: int | None, out: str) -> tuple[Any, Any, GACAConfig]:
+    """Model, tokenizer and GACAConfig of a training YAML (``--config``), run for the bench's iterations."""
+    import yaml
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    fields = yaml.safe_load(Path(args.config).read_text())
+    model_path = args.model or fields.get("model_name_or_path")
+    if not model_path or not Path(model_path).is_dir():
+        raise SystemExit(
+            f"bench_trainer: --model {model_path!r} is not a local model folder; build one first (for the ALFWorld "
+            "quickstart: python scripts/compare_estimators.py --setup alfworld --smoke, or scripts/make_tiny_model.py)"
+        )
+    fields.pop("model_name_or_path", None)
+    env_kwargs = fields.get("env_kwargs") or {}
+    env_kwargs = json.loads(env_kwargs) if isinstance(env_kwargs, str) else dict(env_kwargs)
+    env_kwargs.update(json.loads(args.env_kwargs))
+    fields.update(output_dir=str(Path(out) / "run"), env_kwargs=json.dumps(env_kwargs), max_steps=args.iterations + 1)
+    fields.update(logging_steps=1, save_strategy="no", report_to="none", disable_tqdm=True)
+    if micro_batch_tokens is not None:
+        fields["micro_batch_tokens"] = micro_batch_tokens
+    if args.branching != "off":
+        fields.update(branching=args.branching, branch_budget="env_steps")
+    tokenizer = AutoTokenizer.from_pretrained(model_path, padding_side="left")
+    return AutoModelForCausalLM.from_pretrained(model_path), tokenizer, GACAConfig(**fields)
+
+
 def run(args: argparse.Namespace, micro_batch_tokens: int | None) -> dict[str, Any]:
     """Trains for ``args.iterations + 1`` iterations and returns mean seconds per component."""
     torch.set_num_threads(args.threads)
-    env_kwargs = {"horizon": args.horizon, "num_branches": 2, "num_tasks": 100}
-    tokenizer = build_tokenizer(_corpus(env_kwargs))
-    model = build_tiny_model(tokenizer, hidden_size=args.hidden_size, num_layers=args.num_layers)
     with tempfile.TemporaryDirectory() as out:
+        if getattr(args, "config", None):
+            model, tokenizer, config = _from_config(args, micro_batch_tokens, out)
+            return _timed(model, tokenizer, config)
+        env_kwargs = {"horizon": args.horizon, "num_branches": 2, "num_tasks": 100}
+        tokenizer = build_tokenizer(_corpus(env_kwargs))
+        model = build_tiny_model(tokenizer, hidden_size=args.hidden_size, num_layers=args.num_layers)
         config = GACAConfig(
             output_dir=str(Path(out) / "run"),
             env_id="GACA-CriticalChain-v0",
@@ -92,9 +126,14 @@ def run(args: argparse.Namespace, micro_batch_tokens: int | None) -> dict[str, A
             branch_budget="env_steps",
             **cpu_run_defaults(),
         )
-        timer = _IterationTimer()
-        trainer = GACATrainer(model=model, args=config, processing_class=tokenizer, callbacks=[timer])
-        trainer.train()
+        return _timed(model, tokenizer, config)
+
+
+def _timed(model: Any, tokenizer: Any, config: GACAConfig) -> dict[str, Any]:
+    """Trains ``model`` under ``config``; mean seconds per component over the iterations after the first."""
+    timer = _IterationTimer()
+    trainer = GACATrainer(model=model, args=config, processing_class=tokenizer, callbacks=[timer])
+    trainer.train()
     logs = [log for log in trainer.state.log_history if "time/rollout" in log][1:]
     iterations = timer.times[1:]
     parts = {"iteration": statistics.mean(iterations)}
@@ -111,7 +150,7 @@ def run(args: argparse.Namespace, micro_batch_tokens: int | None) -> dict[str, A
     parts["update_rows_per_s"] = statistics.mean(log["throughput/update_rows_per_s"] for log in logs)
     parts["update_tokens_per_s"] = statistics.mean(log["throughput/update_tokens_per_s"] for log in logs)
     parts["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    if args.branching != "off":  # snapshots saved in wave 1 and restored in wave 2 (part of env)
+    if config.branching != "off":  # snapshots saved in wave 1 and restored in wave 2 (part of env)
         parts["snapshot"] = statistics.mean(log["branch/snapshot_seconds"] for log in logs)
         parts["snapshots_per_iteration"] = statistics.mean(log["branch/snapshots"] for log in logs)
         parts["snapshot_bytes_max"] = max(log["branch/snapshot_bytes_max"] for log in logs)
@@ -126,7 +165,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rollouts", type=int, default=8, help="rollouts per task")
     parser.add_argument("--mini-batch-rows", type=int, default=None, help="rows per update (default: all)")
     parser.add_argument(
-        "--micro-batch-tokens", type=int, nargs="+", default=[512, 4096], help="token budgets to compare"
+        "--micro-batch-tokens",
+        type=int,
+        nargs="+",
+        default=None,
+        help="token budgets to compare (default: 512 4096; with --config, the config's)",
     )
     parser.add_argument("--horizon", type=int, default=10, help="CriticalChain stages")
     parser.add_argument("--max-env-steps", type=int, default=15, help="episode step limit (default: %(default)s)")
@@ -143,14 +186,21 @@ def main(argv: list[str] | None = None) -> None:
         default="off",
         help="branching rollouts (env-step budget): also time the snapshots' save and restore",
     )
+    parser.add_argument("--config", help="time this training YAML's set-up instead (its env, prompts and batches)")
+    parser.add_argument("--model", help="with --config: local model folder (default: the config's)")
+    parser.add_argument(
+        "--env-kwargs", default="{}", help="with --config: JSON object merged into the config's env_kwargs"
+    )
     parser.add_argument("--json", help="also write the figures to this JSON file")
     args = parser.parse_args(argv)
+    if args.micro_batch_tokens is None:
+        args.micro_batch_tokens = [None] if args.config else [512, 4096]
     results = {}
     for budget in args.micro_batch_tokens:
         parts = run(args, budget)
         results[budget] = parts
         total = parts["iteration"]
-        print(f"\nmicro_batch_tokens={budget}: rows per iteration {parts['rows_per_iteration']:.0f}, "
+        print(f"\nmicro_batch_tokens={budget or 'from config'}: rows per iteration {parts['rows_per_iteration']:.0f}, "
               f"{parts['updates']:.0f} update(s) of {parts['micro_batches']:.1f} micro-batches")  # fmt: skip
         print("| part | seconds / iteration | share |")
         print("|---|---|---|")

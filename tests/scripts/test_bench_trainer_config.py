@@ -1,0 +1,42 @@
+"""``bench_trainer.py --config``: times a training YAML's own set-up with a local model."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import pytest
+
+from gaca_train.experiments import bench_trainer
+from gaca_train.tiny import build_tiny_model, build_tokenizer, save_tiny_model
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _args(**overrides) -> argparse.Namespace:
+    values = dict(
+        iterations=1, tasks=2, rollouts=2, mini_batch_rows=None, horizon=3, max_env_steps=3, max_completion_length=4,
+        hidden_size=16, num_layers=1, vector_env="sync", threads=1, branching="off", env_kwargs="{}",
+        config=str(ROOT / "configs" / "quickstart_cpu.yaml"), model=None,
+    )  # fmt: skip
+    values.update(overrides)
+    return argparse.Namespace(**values)
+
+
+@pytest.mark.slow
+def test_config_run_uses_the_yaml_batches_and_reports_snapshots_when_branching(tmp_path):
+    env_kwargs = {"horizon": 3, "num_branches": 1, "num_tasks": 8, "num_distractors": 1}
+    tokenizer = build_tokenizer(bench_trainer._corpus(env_kwargs))
+    save_tiny_model(build_tiny_model(tokenizer, hidden_size=16, num_layers=1), tokenizer, tmp_path / "model")
+    parts = bench_trainer.run(_args(model=str(tmp_path / "model"), branching="nll"), micro_batch_tokens=None)
+    names = ("generation", "env", "advantage", "train", "other")
+    assert abs(sum(parts[n] for n in names) - parts["iteration"]) < 1e-9
+    # the YAML's 4 tasks x 8 rollouts, at most its 6 steps each (not the CriticalChain bench's 2 x 2 x 3)
+    assert 32 <= parts["rows_per_iteration"] <= 4 * 8 * 6
+    assert parts["updates"] >= 2  # mini_batch_rows: 32 of the YAML
+    assert parts["snapshots_per_iteration"] > 0 and 0 < parts["snapshot"] < parts["env"] + 1e-9
+
+
+def test_config_run_without_a_local_model_folder_names_the_fix(tmp_path):
+    with pytest.raises(SystemExit, match="not a local model folder"):
+        bench_trainer.run(_args(model=str(tmp_path / "missing")), micro_batch_tokens=None)
