@@ -22,15 +22,20 @@ def _train(tmp_path, **overrides):
     return steps, trainer.state.log_history[0]
 
 
-def test_a_training_iteration_on_a_server_plays_what_it_plays_in_process(tmp_path):
+@pytest.mark.parametrize("branching", ["off", "nll"])
+def test_a_training_iteration_on_a_server_plays_what_it_plays_in_process(tmp_path, branching):
     # (RolloutPool spreading its envs over several servers: tests/gaca_server/test_server.py.)
+    # With branching, continuations restore the server's snapshots (saved and restored through /state and reset).
+    options = {"branching": branching, "branch_roots": 1, "branch_budget": "fixed", "branch_continuations": 1}
     with running_server("GACA-CriticalChain-v0", ENV_KWARGS) as server:
-        remote, logs = _train(tmp_path / "remote", env_server_urls=[server.url])
+        remote, logs = _train(tmp_path / "remote", env_server_urls=[server.url], **options)
         sessions = requests.get(f"{server.url}/gaca/info", timeout=10).json()["active_sessions"]
         # The pool's four envs were sessions on the server (uvicorn logs each WebSocket it accepts).
         opened = server.output().count('"WebSocket /ws" [accepted]')
-    local, _ = _train(tmp_path / "local")
+    local, local_logs = _train(tmp_path / "local", **options)
     assert remote == local and len(local) >= 4  # the same model, seeds and envs: the same episodes
     assert "loss" in logs and logs["rollout/steps"] == len(local)
     assert opened == 4
     assert sessions == 0  # the trainer closed its pool's sessions after training
+    if branching == "nll":  # continuations were played, from snapshots of the server's sessions
+        assert logs["branch/snapshots"] > 0 and logs["branch/snapshots"] == local_logs["branch/snapshots"]
