@@ -2,7 +2,7 @@
 
 ``gym.make`` adds Gymnasium's usual wrappers (the passive env checker, which every env passes,
 and the order enforcer) and no ``TimeLimit``: ``max_episode_steps`` stays ``None`` because each
-env ends its own episodes at its step limit (``env.unwrapped.max_steps``: ALFWorld 50, WebShop 15,
+env ends its own episodes at its step limit (``env.unwrapped.max_env_steps``: ALFWorld 50, WebShop 15,
 CriticalChain ``2 * horizon``), which its keyword arguments set. A ``TimeLimit`` built from one
 registered number would cut episodes short whenever the arguments raise the limit
 (CriticalChain with ``horizon=50`` would stop at step 20), and its step counter would disagree

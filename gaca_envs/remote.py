@@ -7,7 +7,7 @@ env; this client holds one session on it over OpenEnv's ``/ws`` WebSocket protoc
 ``reset`` and ``step`` with the observations and info the env gives locally (DESIGN.md contract 1):
 an episode played here equals, step by step, one played in-process with the server's env kwargs.
 ``env.unwrapped`` offers what the trainer and ``gaca_envs.trl`` read from a local env:
-``prompt``, ``max_steps``, ``split``, ``bound_to_split``, ``task_ids``, ``save_state()`` and
+``prompt``, ``max_env_steps``, ``split``, ``bound_to_split``, ``task_ids``, ``save_state()`` and
 ``reset(options={"snapshot": ...})``.
 
 **Errors.** What the env refuses raises what it raises locally (ValueError for a bad task id or
@@ -32,7 +32,7 @@ import gymnasium as gym
 
 from gaca_envs.anchors import INFO_KEYS
 from gaca_envs.spaces import TextSpace
-from gaca_envs.task_env import EnvSnapshot, TaskEnv, TaskIds
+from gaca_envs.task_env import EnvSnapshot, TaskEnv, TaskIds, deprecated_max_steps, resolve_max_env_steps
 
 _RAISES = {"ValueError: ": ValueError, "TypeError: ": TypeError, "RuntimeError: ": RuntimeError}
 _SESSION_CLOSED = "SessionClosed: "
@@ -78,6 +78,7 @@ class RemoteEnv(gym.Env[str, str]):
     """
 
     metadata = {"render_modes": ["ansi"]}
+    max_steps = deprecated_max_steps
 
     def __init__(
         self,
@@ -98,6 +99,9 @@ class RemoteEnv(gym.Env[str, str]):
         self.url = f"{scheme}://{parsed.netloc}{parsed.path.rstrip('/')}"
         self.connect_timeout_s, self.step_timeout_s = connect_timeout_s, step_timeout_s
         self.render_mode = render_mode
+        if "max_steps" in env_kwargs:
+            old = env_kwargs.pop("max_steps")
+            env_kwargs["max_env_steps"] = resolve_max_env_steps(env_kwargs.pop("max_env_steps", None), old, None)
         self.server_info = info = fetch_server_info(self.url, connect_timeout_s)
         self.env_id = info["env_id"]
         if env_id is not None and env_id.split(":")[-1] != self.env_id:
@@ -106,7 +110,9 @@ class RemoteEnv(gym.Env[str, str]):
         self.observation_space = _space(info["observation_space"])
         self.action_space = _space(info["action_space"])
         self.prompt = tuple(info["prompt"]) if info.get("prompt") else TaskEnv.prompt
-        self.max_steps, self.split = info["max_steps"], info["split"]
+        # A server of the previous release sends the episode cap as max_steps only.
+        self.max_env_steps = info["max_env_steps"] if "max_env_steps" in info else info["max_steps"]
+        self.split = info["split"]
         self.splits, self.bound_to_split = tuple(info["splits"]), info["bound_to_split"]
         self.snapshot_kind = info["snapshot_kind"]
         self._ws: Any = None
@@ -116,7 +122,9 @@ class RemoteEnv(gym.Env[str, str]):
         self._in_episode = False
 
     def _check_kwargs(self, env_kwargs: dict[str, Any]) -> None:
-        served = self.server_info["env_kwargs"]
+        served = dict(self.server_info["env_kwargs"])
+        if "max_steps" in served and "max_env_steps" not in served:  # a server started with the old spelling
+            served["max_env_steps"] = served.pop("max_steps")
         for key, value in env_kwargs.items():
             if key == "split" and "split" not in served:
                 if value != self.server_info["split"]:

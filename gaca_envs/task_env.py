@@ -2,7 +2,7 @@
 
 :class:`TaskEnv` is the base of the ALFWorld, WebShop and CriticalChain envs. It owns what was
 written three times: the step counter, the guard against stepping a finished (or never started)
-episode, the type check of actions, the truncation at ``max_steps``, the answer to an action the
+episode, the type check of actions, the truncation at ``max_env_steps``, the answer to an action the
 env does not understand (:data:`NOTHING_HAPPENS`, ALFWorld's words), the task ids of a split
 (:attr:`TaskEnv.task_ids`), and episode snapshots (:class:`EnvSnapshot`, ``save_state`` /
 ``reset(options={"snapshot": ...})``).
@@ -10,6 +10,7 @@ env does not understand (:data:`NOTHING_HAPPENS`, ALFWorld's words), the task id
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
@@ -20,6 +21,45 @@ import numpy as np
 # What ALFWorld (TextWorld) answers to a command it does not accept; every env that answers an
 # invalid action with a text uses these words.
 NOTHING_HAPPENS = "Nothing happens."
+
+MAX_STEPS_DEPRECATED = "`max_steps` is deprecated, use `max_env_steps`; it will be removed in the next release"
+
+
+def resolve_max_env_steps(max_env_steps: int | None, max_steps: int | None, default: int | None) -> int | None:
+    """An env's episode cap from its ``max_env_steps`` argument, or from the deprecated ``max_steps`` spelling.
+
+    Every env constructor takes ``max_env_steps`` and, for one release, ``max_steps`` (same meaning,
+    a ``FutureWarning``).
+
+    Args:
+        max_env_steps: the value given as ``max_env_steps`` (None: not given).
+        max_steps: the value given as the deprecated ``max_steps`` (None: not given).
+        default: the env's cap when neither is given.
+
+    Returns:
+        The cap (``default`` when neither is given).
+
+    Raises:
+        ValueError: if both spellings are given.
+    """
+    if max_steps is None:
+        return default if max_env_steps is None else max_env_steps
+    if max_env_steps is not None:
+        raise ValueError(
+            f"max_env_steps={max_env_steps!r} and max_steps={max_steps!r} were both given; max_steps is the "
+            "deprecated spelling of max_env_steps: pass max_env_steps only"
+        )
+    warnings.warn(MAX_STEPS_DEPRECATED, FutureWarning, stacklevel=3)
+    return max_steps
+
+
+def _deprecated_max_steps(self: Any) -> int:
+    warnings.warn(MAX_STEPS_DEPRECATED, FutureWarning, stacklevel=2)
+    return self.max_env_steps
+
+
+# ``env.unwrapped.max_steps``: the episode cap under its old name, readable for one release.
+deprecated_max_steps = property(_deprecated_max_steps, doc=f"Deprecated: {MAX_STEPS_DEPRECATED}.")
 
 
 @dataclass(frozen=True)
@@ -145,7 +185,7 @@ class TaskIds(list):
 class TaskEnv(gym.Env[str, str]):
     """A text env over named tasks, grouped in splits (DESIGN.md contract 1).
 
-    Subclasses set :attr:`splits`, :attr:`split` and :attr:`max_steps`, implement
+    Subclasses set :attr:`splits`, :attr:`split` and :attr:`max_env_steps`, implement
     :meth:`_task_ids_of`, call :meth:`_start_episode` in ``reset`` and, in ``step``,
     :meth:`_begin_step` first and :meth:`_end_step` once they know whether the step terminated.
 
@@ -162,11 +202,13 @@ class TaskEnv(gym.Env[str, str]):
         split: the split ``reset`` draws from when no task id is given.
         bound_to_split: whether the env plays only its own split's tasks (then ``task_ids`` of
             another split is an error, and a caller builds another env with ``split=...``).
-        max_steps: steps after which an episode is truncated (the env's horizon).
+        max_env_steps: steps after which an episode is truncated (the env's horizon); ``max_steps`` is its
+            deprecated spelling (readable for one release, with a ``FutureWarning``).
         action_hint: words after "action must be a str" in the error for a non-string action.
         prompt: the env's prompt for an LLM agent, (system prompt, user template); the template is a
-            ``str.format`` string over task, step, max_steps, history, observation and
-            admissible_actions (the trainer appends its answer format, see gaca_train.rollout).
+            ``str.format`` string over task, step, max_env_steps, history, observation and
+            admissible_actions (the trainer appends its answer format, see gaca_train.rollout);
+            ``{max_steps}`` still fills with the episode cap.
         snapshot_kind: the ``env`` field of the env's snapshots; empty: the env has none.
         snapshot_version: the format version of the env's snapshots.
     """
@@ -175,11 +217,12 @@ class TaskEnv(gym.Env[str, str]):
     bound_to_split: bool = False  # True: the env plays only the tasks of its own ``split`` (ALFWorld)
     prompt: tuple[str, str] = (
         "You are an agent acting in a text environment.",
-        "Your task: {task}\n{history}Step {step} of at most {max_steps}. Current observation: {observation}\n"
+        "Your task: {task}\n{history}Step {step} of at most {max_env_steps}. Current observation: {observation}\n"
         "Admissible actions: {admissible_actions}",
     )
     split: str
-    max_steps: int
+    max_env_steps: int
+    max_steps = deprecated_max_steps
     action_hint: str = ""
     snapshot_kind: str = ""
     snapshot_version: int = 1
@@ -230,8 +273,8 @@ class TaskEnv(gym.Env[str, str]):
         self._steps += 1
 
     def _end_step(self, terminated: bool) -> bool:
-        """Whether the step is truncated (``max_steps`` reached without terminating); ends the episode if either."""
-        truncated = not terminated and self._steps >= self.max_steps
+        """Whether the step is truncated (``max_env_steps`` reached, not terminated); ends the episode if either."""
+        truncated = not terminated and self._steps >= self.max_env_steps
         self._done = terminated or truncated
         return truncated
 

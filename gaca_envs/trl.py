@@ -41,7 +41,7 @@ actions on average, whose object numbers and list marks make about 2.75 characte
 generated games played by a random agent), so ``max_completion_length=20480`` with
 ``max_tool_calling_iterations=50`` lets the step limit, not the token budget, end an episode.
 Budget the model's own text per turn on top (Qwen3 thinks unless
-``chat_template_kwargs={"enable_thinking": False}``), or lower the env's ``max_steps`` and budget
+``chat_template_kwargs={"enable_thinking": False}``), or lower the env's ``max_env_steps`` and budget
 about 250 tokens a step.
 
 This module imports neither TRL nor ``datasets`` at import time (``task_dataset`` imports

@@ -161,7 +161,9 @@ def server_info(env_id: str, env_kwargs: dict[str, Any], env: gym.Env) -> dict[s
         "observation_space": space(env.observation_space),
         "action_space": space(env.action_space),
         "prompt": list(getattr(unwrapped, "prompt", ("", ""))),
-        "max_steps": getattr(unwrapped, "max_steps", None),
+        "max_env_steps": getattr(unwrapped, "max_env_steps", None),
+        # The episode cap under its previous name, for clients of the previous release.
+        "max_steps": getattr(unwrapped, "max_env_steps", None),
         "split": getattr(unwrapped, "split", None),
         "splits": list(getattr(unwrapped, "splits", ())),
         "bound_to_split": bool(getattr(unwrapped, "bound_to_split", False)),

@@ -7,7 +7,7 @@ Examples::
     gaca-env-server --env GACA-WebShop-v0 --workers 4 --max-sessions 128 'shop_config={"n_products": 1000}'
 
 Env kwargs are ``KEY=VALUE`` words after the options; a VALUE that parses as JSON is taken as
-JSON (``max_steps=30``, ``shop_config={...}``), any other as a string (``data_path=/data``).
+JSON (``max_env_steps=30``, ``shop_config={...}``), any other as a string (``data_path=/data``).
 The server listens on 127.0.0.1 unless ``--host`` says otherwise. ``--workers N`` runs N
 processes (each its own sessions and ``--max-sessions``); a WebSocket session stays on its
 process, an HTTP session id only on the process that opened it, so HTTP sessions need one worker.
@@ -28,7 +28,7 @@ _CONFIG_VARIABLE = "GACA_ENV_SERVER_CONFIG"
 
 
 def parse_env_kwargs(words: Sequence[str]) -> dict[str, Any]:
-    """``["max_steps=30", "data_path=/d"]`` -> ``{"max_steps": 30, "data_path": "/d"}`` (JSON values where they parse).
+    """``["max_env_steps=30", "data_path=/d"]`` -> ``{"max_env_steps": 30, "data_path": "/d"}`` (JSON where it parses).
 
     Raises:
         ValueError: for a word without ``=`` or with an empty key.
@@ -37,7 +37,7 @@ def parse_env_kwargs(words: Sequence[str]) -> dict[str, Any]:
     for word in words:
         key, sep, value = word.partition("=")
         if not sep or not key.isidentifier():
-            raise ValueError(f"env kwargs are KEY=VALUE words (e.g. max_steps=30), got {word!r}")
+            raise ValueError(f"env kwargs are KEY=VALUE words (e.g. max_env_steps=30), got {word!r}")
         try:
             kwargs[key] = json.loads(value)
         except ValueError:

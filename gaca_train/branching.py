@@ -153,7 +153,7 @@ def play_tree(
     pool: Any,
     task_ids: Sequence[str],
     policy: Policy,
-    max_steps: int | None,
+    max_env_steps: int | None,
     branching: Branching,
     *,
     seed: int | Sequence[int] | None = None,
@@ -167,7 +167,7 @@ def play_tree(
             :class:`~gaca_train.episodes.EnvList`); the envs must support snapshots.
         task_ids: one task id per slot; each group's slots hold its roots, then its continuations.
         policy: the episode-loop policy.
-        max_steps: the episode step limit.
+        max_env_steps: the episode step limit.
         branching: the branching (criterion not ``off``).
         seed: wave 1's reset seed (see :func:`play`); wave 2 uses it shifted.
         collective: see :func:`play`.
@@ -185,7 +185,7 @@ def play_tree(
     for slots in slots_of.values():
         branching.check(len(slots))
     roots = {i for slots in slots_of.values() for i in slots[: branching.roots]}
-    wave1 = play(pool, [t if i in roots else None for i, t in enumerate(task_ids)], policy, max_steps, seed=seed,
+    wave1 = play(pool, [t if i in roots else None for i, t in enumerate(task_ids)], policy, max_env_steps, seed=seed,
                  collective=collective, save_snapshots=True)  # fmt: skip
     snapshots = sum(t.snapshot is not None for t in wave1.transitions)
     # Continuations: per group, its branch points' transitions, each once per continuation, in its slots.
@@ -204,7 +204,7 @@ def play_tree(
         for p in continued
     ]
     wave2_seed = [None if s is None else s + _WAVE_SEED for s in _seed_list(seed, len(task_ids))]
-    wave2 = play(pool, [None] * len(task_ids), policy, max_steps, seed=wave2_seed if seed is not None else None,
+    wave2 = play(pool, [None] * len(task_ids), policy, max_env_steps, seed=wave2_seed if seed is not None else None,
                  collective=collective, starts=starts)  # fmt: skip
     return _assemble(roots, wave1, wave2, continued, snapshots)
 

@@ -142,8 +142,9 @@ class GACAConfig(GRPOConfig, EstimatorConfig):
     prompt_template: str | None = field(
         default=None,
         metadata={
-            "help": "User-message template (str.format fields: task, step, max_steps, history, observation, "
-            "admissible_actions). None: the env's own (its class's `prompt`, see `gaca_train.rollout.template_for`)."
+            "help": "User-message template (str.format fields: task, step, max_env_steps, history, observation, "
+            "admissible_actions; `{max_steps}` is the previous name of `{max_env_steps}`). None: the env's own "
+            "(its class's `prompt`, see `gaca_train.rollout.template_for`)."
         },
     )
     system_prompt: str | None = field(

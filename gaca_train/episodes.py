@@ -241,7 +241,7 @@ def play(
     pool: Any,
     task_ids: Sequence[str | None],
     policy: Policy,
-    max_steps: int | None,
+    max_env_steps: int | None,
     *,
     seed: int | Sequence[int] | None = None,
     collective: bool = False,
@@ -254,7 +254,7 @@ def play(
         pool: :class:`~gaca_train.vector.RolloutPool` or :class:`EnvList`.
         task_ids: one task id per env; None (with no start) leaves the env idle: no episode, no turn.
         policy: see :class:`Policy`.
-        max_steps: the episode step limit (None: until every env's own end); an episode cut by it is
+        max_env_steps: the episode step limit (None: until every env's own end); an episode cut by it is
             ``truncated``.
         seed: reset seed (env ``i`` gets ``seed + i``, or ``seed[i]`` for a list).
         collective: the policy must be asked every turn even with no live env of its own (distributed
@@ -289,11 +289,11 @@ def play(
     env_seconds += snapshot_seconds
     transitions: list[Transition] = []
     turn = 0
-    while max_steps is None or turn < max_steps:
-        if max_steps is not None:
-            for i in [i for i in live if offset[i] + turn >= max_steps]:  # a continuation's limit comes first
+    while max_env_steps is None or turn < max_env_steps:
+        if max_env_steps is not None:
+            for i in [i for i in live if offset[i] + turn >= max_env_steps]:  # a continuation's limit comes first
                 episodes[i].truncated = True
-            live = [i for i in live if offset[i] + turn < max_steps]
+            live = [i for i in live if offset[i] + turn < max_env_steps]
         if not live and not collective:
             break
         turns = [Turn(i, offset[i] + turn, obs[i], infos[i], history[i]) for i in live]

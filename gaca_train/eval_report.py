@@ -17,7 +17,7 @@ Intervals (95%, two-sided):
   that are invalid throughout do not pass for independent evidence. With no between-episode
   excess variance this is Wilson over steps.
 
-With ``--repeats`` > 1 the episodes of one task are not independent evidence: the task is the
+With ``--rollouts-per-task`` > 1 the episodes of one task are not independent evidence: the task is the
 unit. Every interval is then clustered by task (success and the step rates: Wilson with the
 design effect of episodes clustered in tasks; score and length: the ratio estimator's cluster
 variance, t with tasks - 1 degrees of freedom), and the report adds pass@k (the unbiased

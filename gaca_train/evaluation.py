@@ -58,9 +58,9 @@ CONFIG_FIELDS: tuple[str, ...] = (
     "action_list_style",
 )
 # Per env family: the benchmark's step limit and evaluation split.
-DEFAULT_MAX_STEPS: dict[str, int] = {"GACA-ALFWorld": 50, "GACA-WebShop": 15}
+DEFAULT_MAX_ENV_STEPS: dict[str, int] = {"GACA-ALFWorld": 50, "GACA-WebShop": 15}
 DEFAULT_SPLIT: dict[str, str] = {"GACA-ALFWorld": "valid_unseen", "GACA-WebShop": "test"}
-FALLBACK_MAX_STEPS = 50
+FALLBACK_MAX_ENV_STEPS = 50
 FALLBACK_SPLIT = "test"
 
 # One conversation (system and user messages) -> the policy's response text.
@@ -74,9 +74,9 @@ def _family_default(table: dict[str, Any], env_id: str, fallback: Any) -> Any:
     return next((value for prefix, value in table.items() if base.startswith(prefix)), fallback)
 
 
-def default_max_steps(env_id: str) -> int:
+def default_max_env_steps(env_id: str) -> int:
     """The benchmark step limit of an env family: ALFWorld 50, WebShop 15, others 50."""
-    return _family_default(DEFAULT_MAX_STEPS, env_id, FALLBACK_MAX_STEPS)
+    return _family_default(DEFAULT_MAX_ENV_STEPS, env_id, FALLBACK_MAX_ENV_STEPS)
 
 
 def default_split(env_id: str) -> str:
@@ -225,7 +225,7 @@ def play_chat_episode(
 ) -> dict[str, Any] | None:
     """Plays ``job`` in ``env`` with a chat-level policy, as :func:`~gaca_train.rollout.run_rollout` would.
 
-    The env is reset with seed ``seed + job.index``; the episode runs to its end or ``prompts.max_steps``
+    The env is reset with seed ``seed + job.index``; the episode runs to its end or ``prompts.max_env_steps``
     steps; ``parse`` reads each response. A ``chat`` with a ``complete(messages, seed)`` method (a
     :class:`~gaca_train.endpoint.ChatEndpoint`) gets each request's :func:`request_seed`, and the
     record gets its token ``usage``, ``requests`` and ``latency_s``. If ``chat`` raises
@@ -237,7 +237,7 @@ def play_chat_episode(
     """
     policy = _ChatPolicy(chat, prompts, parse, stop, job, seed)
     try:
-        played = play(EnvList([env]), [job.task_id], policy, prompts.max_steps, seed=seed + job.index)
+        played = play(EnvList([env]), [job.task_id], policy, prompts.max_env_steps, seed=seed + job.index)
     except _Abandoned:
         return None
     record = _played_record(job, played)
@@ -469,7 +469,7 @@ def play_baseline_jobs(
     jobs: Sequence[Job],
     env: gym.Env,
     policy: str,
-    max_steps: int,
+    max_env_steps: int,
     on_record: Callable[[dict[str, Any]], None],
     *,
     seed: int = 0,
@@ -481,7 +481,8 @@ def play_baseline_jobs(
     """
     for job in jobs:
         player = BaselinePolicy(policy, random.Random(seed + job.index), env.spec.id if env.spec else "the env")
-        on_record(_played_record(job, play(EnvList([env]), [job.task_id], player, max_steps, seed=seed + job.index)))
+        played = play(EnvList([env]), [job.task_id], player, max_env_steps, seed=seed + job.index)
+        on_record(_played_record(job, played))
 
 
 class RunMismatch(ValueError):
@@ -550,7 +551,10 @@ class EpisodeLog:
             header = json.loads(first) if first.endswith(b"\n") else None
         except json.JSONDecodeError:
             return None
-        return header.get("run") if isinstance(header, dict) and isinstance(header.get("run"), dict) else None
+        run = header.get("run") if isinstance(header, dict) and isinstance(header.get("run"), dict) else None
+        if run is not None and "max_steps" in run and "max_env_steps" not in run:  # a log of an earlier release
+            run = {("max_env_steps" if k == "max_steps" else k): v for k, v in run.items()}
+        return run
 
     def _read(self) -> None:
         """Loads the records; drops a cut-off last line."""

@@ -26,7 +26,16 @@ from gaca_train.branching import Branching, play_tree
 from gaca_train.episodes import Decision, Episode, Turn, play
 from gaca_train.vector import RolloutPool
 
-TEMPLATE_FIELDS: tuple[str, ...] = ("task", "step", "max_steps", "history", "observation", "admissible_actions")
+# ``max_steps`` is the episode cap's previous name: templates that use it keep rendering the same text.
+TEMPLATE_FIELDS: tuple[str, ...] = (
+    "task",
+    "step",
+    "max_env_steps",
+    "max_steps",
+    "history",
+    "observation",
+    "admissible_actions",
+)
 _ANSWER_FORMAT = (
     "First reason briefly inside <think> </think>, then give exactly one admissible action inside <action> </action>."
 )
@@ -67,13 +76,20 @@ def template_for(env_id: str) -> tuple[str, str]:
 
 
 def prompt_templates() -> list[tuple[str, str]]:
-    """The generic template and every registered GACA env's (each once): the words a tiny tokenizer needs."""
+    """The generic template and every registered GACA env's (each once): the words a tiny tokenizer needs.
+
+    The episode cap's field is written ``{max_steps}`` here, its name before it became ``{max_env_steps}``:
+    a field name is never rendered, and a tiny tokenizer's vocabulary (so the tiny model's random
+    initialisation, and the quickstart's reference runs) must not change with one.
+    """
     from gaca_envs.registration import ENV_SPECS
 
-    out = [template_for("")]
-    for env_id in ENV_SPECS:
-        if template_for(env_id) not in out:
-            out.append(template_for(env_id))
+    out: list[tuple[str, str]] = []
+    for env_id in ("", *ENV_SPECS):
+        system, template = template_for(env_id)
+        template = template.replace("{max_env_steps}", "{max_steps}")
+        if (system, template) not in out:
+            out.append((system, template))
     return out
 
 
@@ -149,7 +165,8 @@ class PromptBuilder:
         system_prompt: the system message ('' for none).
         template: user-message ``str.format`` template over :data:`TEMPLATE_FIELDS`.
         history_length: number of past (observation, action) pairs shown.
-        max_steps: the episode's step limit, shown in the prompt.
+        max_env_steps: the episode's step limit, shown in the prompt (template field ``{max_env_steps}``, or
+            its previous name ``{max_steps}``).
         max_admissible_actions: list at most this many admissible actions (None: all).
         hidden_actions: admissible actions never listed (they stay valid if the model sends them).
         action_list_style: how the admissible actions are listed, a key of :data:`ACTION_LIST_STYLES`.
@@ -158,7 +175,7 @@ class PromptBuilder:
     system_prompt: str
     template: str
     history_length: int
-    max_steps: int
+    max_env_steps: int
     max_admissible_actions: int | None = None
     hidden_actions: tuple[str, ...] = ()
     action_list_style: str = "quoted"
@@ -183,7 +200,7 @@ class PromptBuilder:
             system_prompt=system if get("system_prompt") is None else get("system_prompt"),
             template=template if get("prompt_template") is None else get("prompt_template"),
             history_length=get("history_length"),
-            max_steps=get("max_env_steps"),
+            max_env_steps=get("max_env_steps"),
             max_admissible_actions=get("max_admissible_actions"),
             hidden_actions=tuple(get("hidden_actions") or ()),
             action_list_style=get("action_list_style") or "quoted",
@@ -207,7 +224,8 @@ class PromptBuilder:
         user = self.template.format(
             task=task,
             step=step + 1,
-            max_steps=self.max_steps,
+            max_env_steps=self.max_env_steps,
+            max_steps=self.max_env_steps,
             history=history_text,
             observation=observation,
             admissible_actions=separator.join(item.format(a) for a in actions),
@@ -342,9 +360,9 @@ def run_rollout(
     collective = policy.lockstep is not None
     parents = stats = None
     if branching is None or branching.criterion == "off":
-        played = play(pool, task_ids, policy, prompts.max_steps, seed=seed, collective=collective)
+        played = play(pool, task_ids, policy, prompts.max_env_steps, seed=seed, collective=collective)
     else:
-        played = play_tree(pool, task_ids, policy, prompts.max_steps, branching, seed=seed, collective=collective,
+        played = play_tree(pool, task_ids, policy, prompts.max_env_steps, branching, seed=seed, collective=collective,
                            rng=random.Random(seed))  # fmt: skip
         group_of_env = [groups[e.task_id] for e in played.episodes]
         parents = played.parents

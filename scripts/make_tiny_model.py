@@ -17,13 +17,14 @@ from pathlib import Path
 
 import gaca_envs  # noqa: F401  (registers the GACA env ids)
 from gaca_envs.task_env import NOTHING_HAPPENS, split_task_ids
+from gaca_train.cli_utils import add_deprecated_alias
 from gaca_train.experiments import quickstart
 from gaca_train.experiments.warm_start import expert_steps, sft_warm_start
 from gaca_train.rollout import prompt_templates
 from gaca_train.tiny import build_tiny_model, build_tokenizer, save_tiny_model
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env", default="GACA-CriticalChain-v0", help="Gymnasium env id")
     parser.add_argument("--env-kwargs", default="{}", help="JSON object of gym.make keyword arguments")
@@ -31,7 +32,9 @@ def main() -> None:
     parser.add_argument("--split", default="train", help="task split used for the vocabulary and warm start")
     parser.add_argument("--num-tasks", type=int, default=50, help="tasks rendered for the vocabulary / warm start")
     parser.add_argument("--history-length", type=int, default=2, help="past steps shown in prompts")
-    parser.add_argument("--max-steps", type=int, default=20, help="episode step limit shown in prompts")
+    parser.add_argument(
+        "--max-env-steps", type=int, default=20, help="episode step limit, played and shown in prompts"
+    )
     parser.add_argument("--hidden-size", type=int, default=64, help="model width")
     parser.add_argument("--num-layers", type=int, default=2, help="decoder layers")
     parser.add_argument("--sft-steps", type=int, default=0, help="supervised warm-start steps (0: none)")
@@ -53,7 +56,8 @@ def main() -> None:
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the model and the warm start")
     parser.add_argument("--cpu", action="store_true", help="force CPU for the warm start")
-    args = parser.parse_args()
+    add_deprecated_alias(parser, "--max-steps", "--max-env-steps")
+    args = parser.parse_args(argv)
     env_kwargs = json.loads(args.env_kwargs)
 
     try:
@@ -65,13 +69,13 @@ def main() -> None:
     if args.config:
         fields = quickstart.load_config(Path(args.config), Path(args.out), {})[0]
         prompts = quickstart.prompt_builder(fields)
-        args.history_length, args.max_steps = fields["history_length"], fields["max_env_steps"]
+        args.history_length, args.max_env_steps = fields["history_length"], fields["max_env_steps"]
     pairs = expert_steps(
         args.env,
         env_kwargs,
         task_ids,
         args.history_length,
-        args.max_steps,
+        args.max_env_steps,
         args.seed,
         args.fork_noise,
         args.step_noise,

@@ -225,32 +225,34 @@ class Episode:
     transcript: str
 
 
-def play_searching(env, task_id: str, max_steps: int = 50, data: AlfredData | None = None, patterns=None) -> Episode:
-    """Plays :class:`SearchingAgent` on ``task_id`` of an ALFWorld env for at most ``max_steps``."""
+def play_searching(
+    env, task_id: str, max_env_steps: int = 50, data: AlfredData | None = None, patterns=None
+) -> Episode:
+    """Plays :class:`SearchingAgent` on ``task_id`` of an ALFWorld env for at most ``max_env_steps``."""
     observation, info = env.reset(options={"task_id": task_id})
     agent = SearchingAgent(observation, data, patterns)
     lines, command = [observation], agent.act()
-    for step in range(1, max_steps + 1):
+    for step in range(1, max_env_steps + 1):
         observation, _, terminated, truncated, info = env.step(command)
         lines += [f"> {command}", observation]
         if terminated or truncated:
             return Episode(bool(info["won"]), step, "\n".join(lines))
         command = agent.act(observation)
-    return Episode(bool(info["won"]), max_steps, "\n".join(lines))
+    return Episode(bool(info["won"]), max_env_steps, "\n".join(lines))
 
 
-def play_random(env, task_id: str, seed: int, max_steps: int = 50) -> Episode:
-    """Plays uniformly random admissible commands (seeded) on ``task_id`` for at most ``max_steps``."""
+def play_random(env, task_id: str, seed: int, max_env_steps: int = 50) -> Episode:
+    """Plays uniformly random admissible commands (seeded) on ``task_id`` for at most ``max_env_steps``."""
     rng = random.Random(seed)
     observation, info = env.reset(options={"task_id": task_id})
     lines = [observation]
-    for step in range(1, max_steps + 1):
+    for step in range(1, max_env_steps + 1):
         command = rng.choice(info["admissible_actions"])
         observation, _, terminated, truncated, info = env.step(command)
         lines += [f"> {command}", observation]
         if terminated or truncated:
             return Episode(bool(info["won"]), step, "\n".join(lines))
-    return Episode(bool(info["won"]), max_steps, "\n".join(lines))
+    return Episode(bool(info["won"]), max_env_steps, "\n".join(lines))
 
 
 @dataclass(frozen=True)
@@ -266,28 +268,28 @@ class GameMeasure:
     search_transcript: str
 
 
-def measure_games(game_files: list[str], seed: int = 0, max_steps: int = 50) -> list[GameMeasure]:
+def measure_games(game_files: list[str], seed: int = 0, max_env_steps: int = 50) -> list[GameMeasure]:
     """Plays every game with the expert plan, :class:`SearchingAgent` and :func:`play_random`.
 
     Args:
         game_files: ``game.tw-pddl`` files.
         seed: seed of the random agent (game ``i`` uses ``seed + i``).
-        max_steps: step cap of both agents (ALFWorld's 50).
+        max_env_steps: step cap of both agents (ALFWorld's 50).
 
     Returns:
         One :class:`GameMeasure` per game, in the env's task order.
     """
     from gaca_envs.alfworld.env import ALFWorldEnv
 
-    env = ALFWorldEnv(game_files=game_files, expert=True, max_steps=max_steps)
+    env = ALFWorldEnv(game_files=game_files, expert=True, max_env_steps=max_env_steps)
     data = load_alfred_data()
     patterns = task_patterns(data)
     measures = []
     for i, task_id in enumerate(env.task_ids):
         _, info = env.reset(options={"task_id": task_id})
         expert_steps = len(env.expert_plan())
-        search = play_searching(env, task_id, max_steps, data, patterns)
-        random_episode = play_random(env, task_id, seed + i, max_steps)
+        search = play_searching(env, task_id, max_env_steps, data, patterns)
+        random_episode = play_random(env, task_id, seed + i, max_env_steps)
         measures.append(
             GameMeasure(
                 task_id,

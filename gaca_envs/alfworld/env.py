@@ -16,7 +16,7 @@ from gaca_envs.alfworld.engines import ENGINES, Engine, EngineState, make_engine
 from gaca_envs.alfworld.solver import NoPlanError, solve
 from gaca_envs.anchors import anchor_digest
 from gaca_envs.spaces import TextSpace
-from gaca_envs.task_env import NOTHING_HAPPENS, EnvSnapshot, TaskEnv
+from gaca_envs.task_env import NOTHING_HAPPENS, EnvSnapshot, TaskEnv, resolve_max_env_steps
 
 TEXT_CHARSET = string.printable
 MAX_TEXT = 1 << 16
@@ -51,7 +51,7 @@ class ALFWorldEnv(TaskEnv):
     ``info["admissible_actions"]`` is a step answered "Nothing happens." with
     ``info["action_valid"] = False``.
     **Reward**: ``reward_on_success`` at the step that wins, else 0.
-    **Episode end**: terminated when the task is solved; truncated after ``max_steps`` steps.
+    **Episode end**: terminated when the task is solved; truncated after ``max_env_steps`` steps.
     **Info** (reset and every step): the contract keys of DESIGN.md (``task``, ``task_id``,
     ``admissible_actions``, ``anchor_key`` = digest of the sorted dynamic PDDL facts,
     ``anchor_text`` = the observation, ``action_valid``, ``won``, ``score``) plus
@@ -67,7 +67,8 @@ class ALFWorldEnv(TaskEnv):
     type and PDDL parameters, the task text, and the engine's dynamic facts);
     ``env.reset(options={"snapshot": s})`` returns any env of this engine to it, loading its game.
 
-    Version history: v0 (initial; the native engine became the default with identical text and states).
+    Version history: v0 (initial; the native engine became the default with identical text and states; the
+    episode cap argument became ``max_env_steps``, ``max_steps`` deprecated).
 
     Args:
         split: ``train``, ``valid_seen`` or ``valid_unseen``.
@@ -75,7 +76,8 @@ class ALFWorldEnv(TaskEnv):
         game_files: explicit ``game.tw-pddl`` files (overrides ``split``/``data_path``).
         task_types: ALFWorld task types to keep: numbers 1-6 (as in ALFWorld's config) or the names
             ``info["task_type"]`` reports (``"pick_and_place_simple"``, ...), or a mix.
-        max_steps: steps before truncation (ALFWorld evaluates with 50).
+        max_env_steps: steps before truncation (default 50, as ALFWorld evaluates); ``max_steps`` is its
+            deprecated spelling.
         reward_on_success: reward of the winning step.
         expert: add ``info["expert_action"]``.
         engine: game engine: ``"native"`` (default; :mod:`gaca_envs.alfworld.engines.native`, same text and
@@ -86,7 +88,7 @@ class ALFWorldEnv(TaskEnv):
 
     prompt = (
         "You are an expert household agent in the ALFRED embodied text environment.",
-        "Your task is to: {task}\n{history}You are at step {step} (at most {max_steps}). "
+        "Your task is to: {task}\n{history}You are at step {step} (at most {max_env_steps}). "
         "Current observation: {observation}\nAdmissible actions: {admissible_actions}",
     )
 
@@ -102,22 +104,24 @@ class ALFWorldEnv(TaskEnv):
         data_path: str | os.PathLike | None = None,
         game_files: Sequence[str] | None = None,
         task_types: Iterable[int | str] = (1, 2, 3, 4, 5, 6),
-        max_steps: int = 50,
+        max_env_steps: int | None = None,
         reward_on_success: float = 10.0,
         expert: bool = False,
         engine: str = "native",
         render_mode: str | None = None,
+        max_steps: int | None = None,
     ) -> None:
+        max_env_steps = resolve_max_env_steps(max_env_steps, max_steps, default=50)
         if split not in SPLITS:
             raise ValueError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
-        if not isinstance(max_steps, int) or max_steps < 1:
-            raise ValueError(f"max_steps must be an int >= 1, got {max_steps!r}")
+        if not isinstance(max_env_steps, int) or max_env_steps < 1:
+            raise ValueError(f"max_env_steps must be an int >= 1, got {max_env_steps!r}")
         if render_mode not in (None, "ansi"):
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
         if engine not in ENGINES:
             raise ValueError(f"engine must be one of {', '.join(map(repr, ENGINES))}, got {engine!r}")
         self.split = split
-        self.max_steps = max_steps
+        self.max_env_steps = max_env_steps
         self.reward_on_success = float(reward_on_success)
         self.expert = expert
         self.render_mode = render_mode

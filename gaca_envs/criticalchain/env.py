@@ -8,7 +8,7 @@ from typing import Any
 from gaca_envs.anchors import anchor_digest
 from gaca_envs.criticalchain.tasks import DISTRACTORS, SPLITS, ChainTask, make_task, parse_task_id
 from gaca_envs.spaces import TextSpace
-from gaca_envs.task_env import NOTHING_HAPPENS, TaskEnv
+from gaca_envs.task_env import NOTHING_HAPPENS, TaskEnv, resolve_max_env_steps
 
 _CHARSET = frozenset(string.printable)
 
@@ -38,7 +38,7 @@ class CriticalChainEnv(TaskEnv):
     **Reward.** ``reward_on_success`` on the step that reaches the goal with every fork right,
     else 0. ``info["score"]`` is 1.0 when won, else 0.0.
 
-    **Episode end.** Terminated on reaching the goal (won or not); truncated after ``max_steps``
+    **Episode end.** Terminated on reaching the goal (won or not); truncated after ``max_env_steps``
     steps (default ``2 * horizon``).
 
     **Anchor key.** Digest of the true state: task id, stage, and the roads taken so far (which
@@ -55,12 +55,14 @@ class CriticalChainEnv(TaskEnv):
     returns to it in any env built with the same arguments. The generator state travels with it,
     so noisy moves after a restore slip exactly as they would have.
 
-    **Version history.** v0: first version (snapshots added within v0: episodes are unchanged).
+    **Version history.** v0: first version (snapshots added within v0: episodes are unchanged; the episode cap
+    argument became ``max_env_steps`` within v0, ``max_steps`` deprecated).
     """
 
     prompt = (
         "You are a courier walking a road of stages.",
-        "Task: {task}\n{history}Step {step} of at most {max_steps}. Now: {observation}\nActions: {admissible_actions}",
+        "Task: {task}\n{history}Step {step} of at most {max_env_steps}. Now: {observation}\n"
+        "Actions: {admissible_actions}",
     )
 
     metadata = {"render_modes": ["ansi"], "render_fps": 1}
@@ -74,7 +76,7 @@ class CriticalChainEnv(TaskEnv):
         branch_width: int = 2,
         num_distractors: int = 2,
         noise: float = 0.0,
-        max_steps: int | None = None,
+        max_env_steps: int | None = None,
         reward_on_success: float = 10.0,
         hint: bool = True,
         num_tasks: int = 1000,
@@ -82,21 +84,23 @@ class CriticalChainEnv(TaskEnv):
         task_seed: int = 0,
         expert: bool = False,
         render_mode: str | None = None,
+        max_steps: int | None = None,
     ) -> None:
         """Creates the env; see the class docstring for the meaning of each parameter.
 
         Raises:
             ValueError: if a parameter is out of range (the message names it and the fix).
         """
+        max_env_steps = resolve_max_env_steps(max_env_steps, max_steps, default=None)
         _validate(
-            horizon, num_branches, branch_width, num_distractors, noise, max_steps, num_tasks, split, render_mode
+            horizon, num_branches, branch_width, num_distractors, noise, max_env_steps, num_tasks, split, render_mode
         )
         self.horizon = horizon
         self.num_branches = num_branches
         self.branch_width = branch_width
         self.num_distractors = num_distractors
         self.noise = float(noise)
-        self.max_steps = 2 * horizon if max_steps is None else max_steps
+        self.max_env_steps = 2 * horizon if max_env_steps is None else max_env_steps
         self.reward_on_success = float(reward_on_success)
         self.hint = hint
         self.num_tasks = num_tasks
@@ -303,7 +307,7 @@ def _validate(
     branch_width: int,
     num_distractors: int,
     noise: float,
-    max_steps: int | None,
+    max_env_steps: int | None,
     num_tasks: int,
     split: str,
     render_mode: str | None,
@@ -321,7 +325,7 @@ def _validate(
             f"num_distractors must be in [0, {len(DISTRACTORS)}], got {num_distractors}",
         ),
         (0.0 <= noise < 1.0, f"noise must be in [0, 1), got {noise}"),
-        (max_steps is None or max_steps >= 1, f"max_steps must be >= 1 or None, got {max_steps}"),
+        (max_env_steps is None or max_env_steps >= 1, f"max_env_steps must be >= 1 or None, got {max_env_steps}"),
         (num_tasks >= 1, f"num_tasks must be >= 1, got {num_tasks}"),
         (split in SPLITS, f"split must be one of {SPLITS}, got {split!r}"),
         (render_mode in (None, "ansi"), f"render_mode must be None or 'ansi', got {render_mode!r}"),

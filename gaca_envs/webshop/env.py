@@ -13,7 +13,7 @@ the observation stays the same page and ``info["action_valid"]`` is False.
 Reward: ``reward_on_success`` (10) when the purchase scores 1.0, else 0; the task score in
 [0, 1] is ``info["score"]`` and its breakdown ``info["score_breakdown"]``.
 
-Episode end: terminated on "Buy Now"; truncated after ``max_steps`` (15) steps.
+Episode end: terminated on "Buy Now"; truncated after ``max_env_steps`` (15) steps.
 
 Backend: in-process by default (the Flask app through its test client: no sockets); with
 ``server_url=`` a running ``webshop-server`` over HTTP. Both read the same HTML, so they give the
@@ -48,7 +48,7 @@ from typing import Any
 
 from gaca_envs.anchors import anchor_digest
 from gaca_envs.spaces import TextSpace
-from gaca_envs.task_env import EnvSnapshot, TaskEnv
+from gaca_envs.task_env import EnvSnapshot, TaskEnv, resolve_max_env_steps
 from gaca_envs.webshop.backends import HttpBackend, InProcessBackend, SnapshotRefused, WebShopServerError
 from gaca_envs.webshop.pages import Clickable, Page, parse_page
 
@@ -112,7 +112,7 @@ class WebShopEnv(TaskEnv):
         server_url: a running ``webshop-server``; ``None`` runs the shop in-process.
         app: an existing WebShop Flask app to use in-process (shares its catalog and index).
         shop_config: a ``webshop_server.ShopConfig`` (or dict of its fields) for the in-process shop.
-        max_steps: steps before truncation.
+        max_env_steps: steps before truncation (default 15); ``max_steps`` is its deprecated spelling.
         reward_on_success: reward when the purchase scores 1.0.
         session_prefix: prepended to ``fixed_<n>`` session ids (must end with ``_`` if given).
         request_timeout_s: HTTP request timeout.
@@ -122,7 +122,7 @@ class WebShopEnv(TaskEnv):
 
     prompt = (
         "You are an expert shopping agent on the WebShop website.",
-        "Instruction: {task}\n{history}You are at step {step} (at most {max_steps}). Current page: {observation}\n"
+        "Instruction: {task}\n{history}You are at step {step} (at most {max_env_steps}). Current page: {observation}\n"
         "Available actions: {admissible_actions}",
     )
 
@@ -138,20 +138,22 @@ class WebShopEnv(TaskEnv):
         server_url: str | None = None,
         app: Any = None,
         shop_config: Any = None,
-        max_steps: int = 15,
+        max_env_steps: int | None = None,
         reward_on_success: float = 10.0,
         session_prefix: str = "",
         request_timeout_s: float = 10.0,
         reconnect_s: float = 5.0,
         render_mode: str | None = None,
         expert: bool = False,
+        max_steps: int | None = None,
     ) -> None:
+        max_env_steps = resolve_max_env_steps(max_env_steps, max_steps, default=15)
         if observation_mode not in OBSERVATION_MODES:
             raise ValueError(f"observation_mode must be one of {OBSERVATION_MODES}, got {observation_mode!r}")
         if split not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
-        if max_steps < 1:
-            raise ValueError(f"max_steps must be >= 1, got {max_steps}")
+        if max_env_steps < 1:
+            raise ValueError(f"max_env_steps must be >= 1, got {max_env_steps}")
         if session_prefix and not re.fullmatch(r"[A-Za-z0-9-]{1,40}_", session_prefix):
             raise ValueError(f"session_prefix must be letters, digits or '-' ending with '_', got {session_prefix!r}")
         if server_url is not None and (app is not None or shop_config is not None):
@@ -163,7 +165,7 @@ class WebShopEnv(TaskEnv):
             )
         self.observation_mode = observation_mode
         self.split = split
-        self.max_steps = max_steps
+        self.max_env_steps = max_env_steps
         self.reward_on_success = reward_on_success
         self.session_prefix = session_prefix
         self.render_mode = render_mode

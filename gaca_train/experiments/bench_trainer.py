@@ -160,7 +160,12 @@ def _timed(model: Any, tokenizer: Any, config: GACAConfig) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> None:
     """Command line entry point: one run per token budget, a Markdown table of each."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--iterations", type=int, default=5, help="timed iterations (after one warm-up)")
+    parser.add_argument(
+        "--iterations",
+        type=int,
+        default=5,
+        help="training iterations timed, after one warm-up (the config's max_steps is this + 1)",
+    )
     parser.add_argument("--tasks", type=int, default=4, help="tasks per iteration")
     parser.add_argument("--rollouts", type=int, default=8, help="rollouts per task")
     parser.add_argument("--mini-batch-rows", type=int, default=None, help="rows per update (default: all)")

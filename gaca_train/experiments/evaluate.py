@@ -1,16 +1,19 @@
 """Evaluate a policy on a GACA env split: a model (local, vLLM, or an OpenAI-compatible endpoint), or a baseline.
 
-    python scripts/evaluate.py --env GACA-CriticalChain-v0 --policy expert --num-episodes 100
+    python scripts/evaluate.py --env GACA-CriticalChain-v0 --policy expert --max-tasks 100
     python scripts/evaluate.py --config configs/alfworld_gaca.yaml --model outputs/alfworld-gaca \
-        --num-episodes 140 --out runs/eval-alfworld
+        --max-tasks 140 --out runs/eval-alfworld
     python scripts/evaluate.py --config configs/webshop_gaca.yaml --base-url http://127.0.0.1:8000/v1 \
-        --model Qwen/Qwen2.5-7B-Instruct --concurrency 16 --repeats 4 --log-samples --out runs/eval-webshop
+        --model Qwen/Qwen2.5-7B-Instruct --concurrency 16 --rollouts-per-task 4 --log-samples --out runs/eval-webshop
     python scripts/evaluate.py --compare runs/eval-gaca runs/eval-grpo
 
 Outputs: <out>.jsonl (a header that describes the run, then one line per episode, written as each
 ends: a rerun resumes), <out>.json (settings, report, episodes) and <out>.md (success, score, steps,
 invalid-action and malformed-response rates with 95% intervals, overall and per task type; pass@k
-and mean@k with --repeats).
+and mean@k with --rollouts-per-task). An evaluation plays --max-tasks tasks x --rollouts-per-task
+episodes, as a training config's eval_max_tasks and eval_rollouts_per_task do; --num-episodes,
+--repeats and --max-steps are the deprecated spellings of --max-tasks, --rollouts-per-task and
+--max-env-steps.
 
 Exit status: 0 when every episode was played; 1 when episodes errored (--allow-errors accepts
 them) or the endpoint failed its pre-flight check; 2 for bad arguments; 130 when interrupted.
@@ -38,6 +41,7 @@ import gymnasium as gym
 
 import gaca_envs  # noqa: F401  (registers the GACA env ids)
 from gaca_envs.task_env import split_task_ids
+from gaca_train.cli_utils import add_deprecated_alias
 from gaca_train.endpoint import EndpointError, Interrupted, RetryPolicy, check_base_url, check_endpoint
 from gaca_train.eval_backends import Sampling, endpoint_backend
 from gaca_train.eval_report import compare, compare_markdown, load_run, markdown, summarise
@@ -45,7 +49,7 @@ from gaca_train.evaluation import (
     ChatFn,
     EpisodeLog,
     RunMismatch,
-    default_max_steps,
+    default_max_env_steps,
     default_split,
     load_config_fields,
     make_jobs,
@@ -105,16 +109,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    "config's, whose training split is dropped)")  # fmt: skip
     p.add_argument("--split", help="task split (default: --env-kwargs' split, else ALFWorld valid_unseen, "
                    "WebShop and others test)")  # fmt: skip
-    p.add_argument("--num-episodes", type=count, default=100, help="tasks to play, drawn from the split (all "
+    p.add_argument("--max-tasks", type=count, default=100, help="tasks to play, drawn from the split (all "
                    "when it has fewer), stratified by task type and seeded by --sample-seed")  # fmt: skip
     p.add_argument(
         "--sample",
         choices=("stratified", "first"),
         default="stratified",
-        help="how --num-episodes tasks are chosen: stratified by task type, or the split's first",
+        help="how --max-tasks tasks are chosen: stratified by task type, or the split's first",
     )
     p.add_argument("--sample-seed", type=int, default=0, help="seed of the task draw (kept apart from --seed)")
-    p.add_argument("--repeats", type=count, default=1, help="episodes per task (pass@k and mean@k when > 1)")
+    p.add_argument("--rollouts-per-task", type=count, default=1, help="episodes per task (pass@k and mean@k "
+                   "when > 1)")  # fmt: skip
     p.add_argument("--policy", choices=("model", "random", "expert"), default="model",
                    help="who plays: the model (default), or a random or expert baseline")  # fmt: skip
     p.add_argument("--backend", choices=("auto", "hf", "vllm", "endpoint"), default="auto",
@@ -152,8 +157,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--max-new-tokens", type=count, help="tokens per response (default: max_completion_length, 512)")
     p.add_argument("--batch-size", type=count, default=16, help="hf / vllm: envs played at once")
     p.add_argument("--vector-env", choices=("sync", "async"), default="sync", help="hf / vllm: env processes")
-    p.add_argument("--max-steps", type=count, help="agent steps per episode (default: max_env_steps; ALFWorld 50, "
-                   "WebShop 15, others 50)")  # fmt: skip
+    p.add_argument("--max-env-steps", type=count, help="agent steps per episode (default: the config's "
+                   "max_env_steps, else ALFWorld 50, WebShop 15, others 50)")  # fmt: skip
     p.add_argument("--history-length", type=at_least_0, help="past steps in each prompt (default: the config's, "
                    "else 2)")  # fmt: skip
     p.add_argument("--max-admissible-actions", type=count, help="most admissible actions listed in a prompt")
@@ -164,6 +169,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--no-resume", action="store_true", help="start over even if <out>.jsonl holds this run")
     p.add_argument("--compare", nargs=2, metavar=("RUN_A", "RUN_B"), help="print the paired difference of two "
                    "finished runs (their --out prefixes or .json files) on their shared tasks, and exit")  # fmt: skip
+    for old, new in (("--num-episodes", "--max-tasks"), ("--repeats", "--rollouts-per-task"),
+                     ("--max-steps", "--max-env-steps")):  # fmt: skip
+        add_deprecated_alias(p, old, new)
     return p.parse_args(argv)
 
 
@@ -204,13 +212,13 @@ def resolve(args: argparse.Namespace) -> dict[str, Any]:
             max_new_tokens=_first(args.max_new_tokens, config.get("max_completion_length"), 512),
             greedy=args.greedy,
         )
-        max_steps = _first(args.max_steps, config.get("max_env_steps"), default_max_steps(env_id))
+        max_env_steps = _first(args.max_env_steps, config.get("max_env_steps"), default_max_env_steps(env_id))
         hidden = {"hidden_actions": tuple(config["hidden_actions"])} if config.get("hidden_actions") else {}
         prompts = PromptBuilder(
             system_prompt=_first(config.get("system_prompt"), system),
             template=_first(config.get("prompt_template"), template),
             history_length=_first(args.history_length, config.get("history_length"), 2),
-            max_steps=max_steps,
+            max_env_steps=max_env_steps,
             max_admissible_actions=_first(args.max_admissible_actions, config.get("max_admissible_actions")),
             action_list_style=config.get("action_list_style") or "quoted",
             **hidden,
@@ -321,18 +329,19 @@ def main(argv: list[str] | None = None, *, chat: ChatFn | None = None) -> dict[s
     env_id, split, sampling, prompts = (s[k] for k in ("env_id", "split", "sampling", "prompts"))
     try:
         env_kwargs, task_ids = split_task_ids(env_id, s["env_kwargs"], split)
-        if args.sample == "stratified" and args.num_episodes < len(task_ids):
-            task_ids = sample_tasks(task_ids, args.num_episodes, task_types(env_id, env_kwargs), args.sample_seed)
+        if args.sample == "stratified" and args.max_tasks < len(task_ids):
+            task_ids = sample_tasks(task_ids, args.max_tasks, task_types(env_id, env_kwargs), args.sample_seed)
     except (ValueError, TypeError, OSError) as e:
         raise SystemExit(f"evaluate: {env_id} with {json.dumps(s['env_kwargs'])}: {e}") from e
     s["env_kwargs"] = env_kwargs
-    task_ids = task_ids[: args.num_episodes]
-    jobs = make_jobs(task_ids, args.repeats)
+    task_ids = task_ids[: args.max_tasks]
+    jobs = make_jobs(task_ids, args.rollouts_per_task)
     name = "chat" if backend == "chat" else args.model if args.policy == "model" else args.policy
     endpoint = _endpoint(args, sampling) if backend == "endpoint" else None
     run = {
         "env": env_id, "env_kwargs": env_kwargs, "split": split, "policy": name, "seed": args.seed,
-        "max_steps": prompts.max_steps, "model_files": model_files(args.model) if backend in ("hf", "vllm") else None,
+        "max_env_steps": prompts.max_env_steps,
+        "model_files": model_files(args.model) if backend in ("hf", "vllm") else None,
         "sampling": sampling.as_dict() if args.policy == "model" else None,
         "prompt": {"system": prompts.system_prompt, "template": prompts.template,
                    "history_length": prompts.history_length, "max_admissible_actions": prompts.max_admissible_actions,
@@ -358,8 +367,8 @@ def main(argv: list[str] | None = None, *, chat: ChatFn | None = None) -> dict[s
             raise SystemExit(f"evaluate: endpoint check failed: {e}") from e
     log = EpisodeLog(out.with_suffix(".jsonl"), run, resume=not args.no_resume)
     todo = [j for j in jobs if j.key not in log.finished]
-    print(f"evaluate: {env_id} split={split} {len(task_ids)} tasks x {args.repeats} policy={name} backend={backend} "
-          f"max_steps={prompts.max_steps}")  # fmt: skip
+    print(f"evaluate: {env_id} split={split} {len(task_ids)} tasks x {args.rollouts_per_task} policy={name} "
+          f"backend={backend} max_env_steps={prompts.max_env_steps}")  # fmt: skip
     if args.policy == "model":
         source = f" (eval_temperature of {args.config})" if s["eval_temperature"] is not None else ""
         print(f"generation: {sampling.describe()}{source}")
@@ -378,7 +387,7 @@ def main(argv: list[str] | None = None, *, chat: ChatFn | None = None) -> dict[s
         if endpoint is not None and not endpoint.stop.is_set():
             endpoint.close()
     records = [log.records[j.key] for j in jobs if j.key in log.records]
-    summary = summarise(records, max_length=prompts.max_steps)
+    summary = summarise(records, max_length=prompts.max_env_steps)
     summary["seconds"] = time.perf_counter() - tic
     report = {"env": env_id, "split": split, "policy": name, "backend": backend, "settings": run,
               "summary": summary, "episodes": records}  # fmt: skip
@@ -420,7 +429,7 @@ def _play(args: argparse.Namespace, backend: str, chat: Any, todo: list, s: dict
         if backend in ("random", "expert"):
             env = gym.make(env_id, **env_kwargs)
             try:
-                play_baseline_jobs(todo, env, backend, prompts.max_steps, on_record, seed=args.seed)
+                play_baseline_jobs(todo, env, backend, prompts.max_env_steps, on_record, seed=args.seed)
             finally:
                 env.close()
         elif backend in ("chat", "endpoint"):

@@ -31,7 +31,6 @@ import hashlib
 import json
 import sys
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +41,7 @@ from transformers.trainer_callback import PrinterCallback
 
 import gaca_envs  # noqa: F401  (registers the GACA env ids)
 from gaca_envs.task_env import split_task_ids
+from gaca_train.cli_utils import add_deprecated_alias, parse_seeds, warn_deprecated
 from gaca_train.eval_report import t975
 from gaca_train.experiments.warm_start import expert_steps, sft_warm_start
 from gaca_train.rollout import PromptBuilder
@@ -213,7 +213,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--config", default=None, help="YAML of GACAConfig fields (default: the --env one)")
     parser.add_argument("--out", default=None, help="output folder (default: outputs/quickstart-<env>)")
     parser.add_argument("--estimator", default=None, help="override the config's estimator")
-    parser.add_argument("--iterations", type=int, default=None, help="override the config's max_steps")
+    parser.add_argument(
+        "--iterations", type=int, default=None, help="training iterations (the config's max_steps; default: its own)"
+    )
     parser.add_argument("--sft-steps", type=int, default=None, help="SFT steps (ALFWorld 1000, CriticalChain 600)")
     parser.add_argument("--sft-lr", type=float, default=3e-3, help="SFT learning rate (constant)")
     parser.add_argument(
@@ -225,11 +227,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--hidden-size", type=int, default=128, help="tiny model width")
     parser.add_argument(
-        "--eval-episodes",
+        "--eval-rollouts-per-task",
+        dest="eval_episodes",
         type=int,
         default=None,
         help="sampled episodes per task per measurement (ALFWorld 4, CriticalChain 16)",
     )
+    add_deprecated_alias(parser, "--eval-episodes", "--eval-rollouts-per-task")
     parser.add_argument("--train-games", type=int, default=400, help="ALFWorld: generated train games")
     parser.add_argument("--eval-games", type=int, default=128, help="ALFWorld: generated held-out valid_seen games")
     parser.add_argument(
@@ -266,16 +270,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the model, SFT, RL and games")
     parser.add_argument(
-        "--seeds", default=None, help="run these seeds one after another (e.g. 0-4) and write <out>/seeds.{md,json}"
+        "--seeds",
+        default=None,
+        help="run these seeds one after another (a range 0-4, a list 0,2,7 or one seed 3) and write "
+        "<out>/seeds.{md,json}",
     )
     args = parser.parse_args(argv)
     if args.env in CONFIGS:
         env_id = next(i for i, short in ENV_IDS.items() if short == args.env)
-        warnings.warn(
-            f"--env {args.env} is deprecated and will be removed in the next release; use --env {env_id}",
-            FutureWarning,
-            stacklevel=2,
-        )
+        warn_deprecated(f"--env {args.env}", f"--env {env_id}")
+    if args.seeds is not None:
+        try:
+            parse_seeds(args.seeds)
+        except ValueError as e:
+            parser.error(str(e))
     args.env = ENV_IDS.get(args.env, args.env)  # the short name names the config, output folder and settings
     if args.demos_per_task is not None and args.demos_per_task < 1:
         parser.error(f"--demos-per-task must be at least 1, got {args.demos_per_task}")
@@ -342,15 +350,6 @@ class ProgressBar(TrainerCallback):
     def on_train_end(self, args, state, control, **kwargs):  # noqa: D102
         if self.bar is not None:
             self.bar.close()
-
-
-def parse_seeds(text: str) -> list[int]:
-    """``"0-4"`` -> [0, 1, 2, 3, 4]; ``"0,3"`` -> [0, 3]."""
-    seeds: list[int] = []
-    for part in text.split(","):
-        first, _, last = part.partition("-")
-        seeds += list(range(int(first), int(last or first) + 1))
-    return seeds
 
 
 def mean_ci(values: list[float]) -> tuple[float, float]:

@@ -43,6 +43,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from gaca_train.cli_utils import add_deprecated_alias, parse_seeds, warn_deprecated
 from gaca_train.experiments.study_report import alfworld_report, branching_report, tabular_report
 
 DIAGNOSTIC_ENV = {
@@ -119,15 +120,40 @@ def run_alfworld_job(job: dict) -> dict:
     return result
 
 
+def current_spelling(settings: dict) -> dict:
+    """``settings`` (a job, a saved result or a warm-start key) with the names of earlier releases renamed.
+
+    The episode cap was the env kwarg ``max_steps`` and the template field ``{max_steps}``; it is
+    ``max_env_steps`` now (the GACAConfig field ``max_steps``, TRL's iterations, keeps its name).
+    Runs and warm starts saved before the rename compare equal to the same settings spelled today,
+    so a study resumed with the current config reuses them. ``env_kwargs`` compare as dicts.
+    """
+    out = dict(settings)
+    kwargs = out.get("env_kwargs")
+    if isinstance(kwargs, str):
+        kwargs = json.loads(kwargs)
+    if isinstance(kwargs, dict):
+        out["env_kwargs"] = {("max_env_steps" if k == "max_steps" else k): v for k, v in kwargs.items()}
+    if isinstance(out.get("prompt_template"), str):
+        out["prompt_template"] = out["prompt_template"].replace("{max_steps}", "{max_env_steps}")
+    if isinstance(out.get("fields"), dict):
+        out["fields"] = current_spelling(out["fields"])
+    return out
+
+
 def finished_result(job: dict) -> dict | None:
-    """The saved result of an identical earlier run of ``job`` (same fields, warm start and evaluation)."""
+    """The saved result of an identical earlier run of ``job`` (same fields, warm start and evaluation).
+
+    Settings are compared through :func:`current_spelling`: a run saved before a rename still matches.
+    """
     path = os.path.join(job["out"], "result.json")
     if not os.path.exists(path):
         return None
     with open(path) as f:
         result = json.load(f)
     same = ("fields", "env_kwargs", "warm", "before", "eval_every", "eval_episodes", "episodes_per_iteration")
-    return result if all(result.get(k) == json.loads(json.dumps(job[k])) for k in same) else None
+    saved = current_spelling({k: result.get(k) for k in same})
+    return result if saved == current_spelling(json.loads(json.dumps({k: job[k] for k in same}))) else None
 
 
 def _tabular_base(args: argparse.Namespace) -> dict:
@@ -147,7 +173,7 @@ def tabular_jobs(args: argparse.Namespace) -> list[dict]:
     """One job per estimator (and sweep point) x seed, each a tabular run on :data:`DIAGNOSTIC_ENV`."""
     base = _tabular_base(args)
     jobs = []
-    for seed in range(args.seeds):
+    for seed in args.seeds:
         for label, (estimator, options) in ESTIMATOR_RUNS.items():
             cfg = {**base, "estimator": estimator, "estimator_options": options, "seed": seed}
             jobs.append({"study": "main", "label": label, "config": cfg})
@@ -175,7 +201,7 @@ def branching_jobs(args: argparse.Namespace) -> list[dict]:
     }
     main_criterion, *others = args.branching
     jobs = []
-    for seed in range(args.seeds):
+    for seed in args.seeds:
         for label, estimator in BRANCHING_RUNS.items():
             for criterion, name in (("off", label), (main_criterion, f"{label} + branching")):
                 cfg = {**base, "estimator": estimator, "estimator_options": {}, "seed": seed, "branching": criterion}
@@ -215,11 +241,15 @@ def shared_warm_start(args: argparse.Namespace, fields: dict, env_kwargs: dict, 
     key = {"train_games": args.train_games, "eval_games": args.eval_games, "sft_steps": args.sft_steps}
     key["fields"] = {k: v for k, v in sorted(fields.items()) if k not in ("output_dir", "max_steps", "seed")}
     info = json.loads((warm_dir / "warm.json").read_text()) if (warm_dir / "warm.json").exists() else {}
-    if info.get("key") == key and (warm_dir / "model" / "config.json").exists():
+    # A warm start saved before a rename (current_spelling) is reused too.
+    same_key = current_spelling(info.get("key") or {}) == current_spelling(json.loads(json.dumps(key)))
+    if same_key and (warm_dir / "model" / "config.json").exists():
         return {**info, "reused": True}
     model, tokenizer, n_pairs = quickstart_cpu.warm_start(fields, env_kwargs, qargs, warm_dir)
     save_tiny_model(model, tokenizer, warm_dir / "model")
-    before = quickstart_cpu.measure(model, tokenizer, env_kwargs, fields, args.eval_episodes, "valid_seen", None)
+    before = quickstart_cpu.measure(
+        model, tokenizer, env_kwargs, fields, args.eval_rollouts_per_task, "valid_seen", None
+    )
     info = {"key": key, "sft_pairs": n_pairs, "before": before["success_rate"], "seconds": time.perf_counter() - start}
     (warm_dir / "warm.json").write_text(json.dumps(info))
     return {**info, "reused": False}
@@ -241,7 +271,7 @@ def alfworld_jobs(args: argparse.Namespace, fields: dict, env_kwargs: dict, befo
         options = {"lambda0": lambda0, "eta": eta}
         runs.append(("sweep", f"lambda0={lambda0}, eta={eta}", "gaca", options, f"gaca-l{lambda0}-e{eta}"))
     jobs = []
-    for seed in range(args.seeds):
+    for seed in args.seeds:
         for study, label, estimator, options, name in runs:
             run_out = out / "runs" / f"{name}-{seed}"
             output_dir = str(run_out / "tr")
@@ -254,7 +284,7 @@ def alfworld_jobs(args: argparse.Namespace, fields: dict, env_kwargs: dict, befo
                     "warm": str(out / "warm" / "model"),
                     "before": before,
                     "eval_every": args.eval_every,
-                    "eval_episodes": args.eval_episodes,
+                    "eval_episodes": args.eval_rollouts_per_task,
                     "episodes_per_iteration": fields["tasks_per_iteration"] * fields["rollouts_per_task"],
                     "threads": max(1, (os.cpu_count() or 1) // args.workers),
                     "out": str(run_out),
@@ -325,9 +355,17 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--coverage-games", type=int, default=24, help="coverage: generated games per setting")
     parser.add_argument("--coverage-rollouts", type=int, default=8, help="coverage: rollouts per game")
     parser.add_argument("--out", default="runs/compare", help="output folder (default: %(default)s)")
-    parser.add_argument("--seeds", type=int, default=5, help="how many seeds, 0 to N-1 (default: %(default)s)")
     parser.add_argument(
-        "--iterations", type=int, default=None, help="diagnostic 100, alfworld the quickstart config's max_steps (72)"
+        "--seeds",
+        default="0-4",
+        help="the seeds: a range 0-4, a list 0,2,7 or one seed 3 (default: %(default)s; a bare N > 0 still means "
+        "0 to N-1, deprecated)",
+    )
+    parser.add_argument(
+        "--iterations",
+        type=int,
+        default=None,
+        help="training iterations (the config's max_steps; diagnostic 100, alfworld the quickstart config's 72)",
     )
     parser.add_argument("--task-pool", type=int, default=16, help="diagnostic: training tasks")
     parser.add_argument("--lr", type=float, default=0.05, help="diagnostic: learning rate")
@@ -346,7 +384,13 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--eval-games", type=int, default=128, help="alfworld: generated held-out games (the quickstart's 128)"
     )
-    parser.add_argument("--eval-episodes", type=int, default=2, help="alfworld: sampled episodes per held-out game")
+    parser.add_argument(
+        "--eval-rollouts-per-task",
+        type=int,
+        default=2,
+        help="alfworld: sampled episodes per held-out game (default: %(default)s)",
+    )
+    add_deprecated_alias(parser, "--eval-episodes", "--eval-rollouts-per-task")
     parser.add_argument("--sft-steps", type=int, default=1000, help="alfworld: warm-start SFT steps")
     parser.add_argument(
         "--branching",
@@ -377,9 +421,28 @@ def make_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def study_seeds(text: str) -> list[int]:
+    """The seeds of ``--seeds`` (:func:`~gaca_train.cli_utils.parse_seeds`); a bare N > 0 is 0..N-1, deprecated.
+
+    Raises:
+        ValueError: for a value that names no seeds (the message shows the accepted forms).
+    """
+    text = str(text).strip()
+    if text.isdigit() and int(text) > 0:  # the previous release's count
+        n = int(text)
+        warn_deprecated(f"--seeds {n} (a count)", f"--seeds 0-{n - 1} (the same seeds)", stacklevel=4)
+        return list(range(n))
+    return parse_seeds(text)
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The study's options, with the per-set-up defaults (and ``--smoke``'s settings) filled in."""
-    args = make_parser().parse_args(argv)
+    parser = make_parser()
+    args = parser.parse_args(argv)
+    try:
+        args.seeds = study_seeds(args.seeds)
+    except ValueError as e:
+        parser.error(str(e))
     if args.report_only:
         return args
     if args.iterations is None:
@@ -397,11 +460,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.branching == []:  # --branching alone: every criterion, nll first
         args.branching = ["nll", "entropy", "uniform"]
     if args.smoke:
-        args.seeds, args.iterations, args.eval_every = 2, 4, 2
+        args.seeds, args.iterations, args.eval_every = [0, 1], 4, 2
         if args.setup == "diagnostic":
             args.sweep_lambda0, args.sweep_eta = [0.5], [0.5]
         if args.setup == "alfworld":
-            args.iterations, args.eval_every, args.eval_episodes = 2, 1, 1
+            args.iterations, args.eval_every, args.eval_rollouts_per_task = 2, 1, 1
             args.train_games, args.eval_games, args.sft_steps = 6, 3, 2
     return args
 

@@ -51,7 +51,7 @@ def coverage_results(games: int, rollouts: int, seed: int) -> list[dict[str, Any
         with tempfile.TemporaryDirectory() as tmp:
             generate(tmp, games, seed=seed, split="train", difficulty=difficulty)
             files = sorted(str(f) for f in Path(tmp, "json_2.1.1", "train").glob("*/*/game.tw-pddl"))
-            kwargs = {"game_files": files, "expert": True, "max_steps": horizon}
+            kwargs = {"game_files": files, "expert": True, "max_env_steps": horizon}
             envs = EnvList([gym.make("GACA-ALFWorld-v0", **kwargs) for _ in range(rollouts)])
             task_ids = list(envs.envs[0].unwrapped.task_ids)
             for p in P_EXPERT:

@@ -72,6 +72,17 @@ def table(results: list[dict], study: str) -> tuple[list[str], dict[str, dict[st
     return rows, stats
 
 
+def _seed_count(args: dict) -> int:
+    """How many seeds a study ran: ``args["seeds"]`` lists them (results of earlier releases hold a count)."""
+    seeds = args["seeds"]
+    return len(seeds) if isinstance(seeds, list) else int(seeds)
+
+
+def _eval_rollouts_per_task(args: dict) -> int:
+    """Sampled episodes per held-out game (``--eval-rollouts-per-task``; ``eval_episodes`` in earlier results)."""
+    return args["eval_rollouts_per_task"] if "eval_rollouts_per_task" in args else args["eval_episodes"]
+
+
 def _seed(result: dict) -> int:
     return int((result.get("config") or result["fields"])["seed"])
 
@@ -145,7 +156,7 @@ def tabular_report(out: str | os.PathLike[str], data: dict, wall_seconds: float)
     main_rows, main_stats = table(results, "main")
     sweep_rows, _ = table(results, "sweep")
     episodes = args["iterations"] * 8 * 8
-    title = f"CriticalChain (h={env['horizon']}, {env['num_branches']} forks), {args['seeds']} seeds"
+    title = f"CriticalChain (h={env['horizon']}, {env['num_branches']} forks), {_seed_count(args)} seeds"
     plot_curves(main_stats, out / "curves.png", title)
     lines = [
         f"# Credit-assignment study: {title}",
@@ -240,8 +251,8 @@ def alfworld_report(out: str | os.PathLike[str], data: dict) -> str:
     fields = results[0]["fields"]
     per_iteration = results[0]["episodes_per_iteration"]
     rows, stats = table(results, "main")
-    n_eval = args["eval_games"] * args["eval_episodes"]
-    title = f"Easy ALFWorld, tiny LM from one SFT warm start, {args['seeds']} seeds"
+    n_eval = args["eval_games"] * _eval_rollouts_per_task(args)
+    title = f"Easy ALFWorld, tiny LM from one SFT warm start, {_seed_count(args)} seeds"
     plot_curves(stats, out / "curves.png", title, ylabel=f"held-out success ({n_eval} sampled episodes)", ylim=None)
     pairs = f" on {meta['sft_pairs']} noisy expert steps" if "sft_pairs" in meta else ""
     every = args["eval_every"]
@@ -330,7 +341,7 @@ def branching_report(out: str | os.PathLike[str], data: dict, wall_seconds: floa
     lines = [
         "# Branching rollouts vs independent rollouts (tabular softmax policy, GACA-CriticalChain-v0)",
         "",
-        f"CriticalChain {env}; {args['seeds']} seeds x {args['iterations']} iterations x 8 tasks x 8 slots, "
+        f"CriticalChain {env}; {_seed_count(args)} seeds x {args['iterations']} iterations x 8 tasks x 8 slots, "
         f"lr {args['lr']}; branching: {args['branch_roots']} roots, {args['branch_points']} branch points per group, "
         f"env-step budget; criterion {args['branching'][0]} (ablation: {', '.join(args['branching'][1:]) or 'none'}).",
         "",

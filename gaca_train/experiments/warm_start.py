@@ -24,7 +24,7 @@ def expert_steps(
     env_kwargs: dict[str, Any],
     task_ids: list[str],
     history_length: int,
-    max_steps: int,
+    max_env_steps: int,
     seed: int,
     fork_noise: float = 0.0,
     step_noise: float = 0.0,
@@ -62,14 +62,14 @@ def expert_steps(
         raise ValueError(f"demos_per_task must be at least 1, got {demos_per_task}")
     if prompts is None:
         system, template = template_for(env_id)
-        prompts = PromptBuilder(system, template, history_length, max_steps)
+        prompts = PromptBuilder(system, template, history_length, max_env_steps)
     env = gym.make(env_id, **{**env_kwargs, "expert": True})
     demonstrator = _Demonstrator(prompts, random.Random(seed), fork_noise, step_noise, train_on_noise, invalid_noise,
                                  searching)  # fmt: skip
     pairs = []
     for task in task_ids:
         for _ in range(demos_per_task):
-            played = play(EnvList([env]), [task], demonstrator, max_steps, seed=seed)
+            played = play(EnvList([env]), [task], demonstrator, max_env_steps, seed=seed)
             pairs += [t.decision.data for t in played.transitions if t.decision.data is not None]
     env.close()
     return pairs

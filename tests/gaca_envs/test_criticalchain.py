@@ -132,7 +132,7 @@ def test_anchor_key_groups_recurring_states_and_separates_hidden_choices():
 
 @pytest.mark.parametrize("bad", ["", "x" * 1_000_000, "take the road to nowhere", "caf\u00e9 \u2603", "\x00\x1b[2J"])
 def test_bad_text_is_an_invalid_step_not_a_crash(bad):
-    env = CriticalChainEnv(horizon=3, num_branches=1, max_steps=10)
+    env = CriticalChainEnv(horizon=3, num_branches=1, max_env_steps=10)
     obs0, info0 = env.reset(seed=0)
     obs, reward, terminated, truncated, info = env.step(bad)
     assert obs == NOTHING_HAPPENS and reward == 0.0 and not terminated and not truncated
@@ -148,14 +148,14 @@ def test_actions_are_case_and_space_insensitive():
 
 
 def test_truncates_at_max_steps():
-    env = CriticalChainEnv(horizon=5, num_branches=1, max_steps=3)
+    env = CriticalChainEnv(horizon=5, num_branches=1, max_env_steps=3)
     env.reset(seed=0)
     results = [env.step("wait")[2:4] for _ in range(3)]
     assert results == [(False, False), (False, False), (False, True)]
 
 
 def test_non_string_action_and_step_after_end_raise():
-    env = CriticalChainEnv(horizon=3, num_branches=0, max_steps=1)
+    env = CriticalChainEnv(horizon=3, num_branches=0, max_env_steps=1)
     with pytest.raises(RuntimeError, match=ENDED):
         env.step("wait")
     env.reset(seed=0)

@@ -66,7 +66,7 @@ def test_make_runs_gymnasiums_env_checker_and_adds_no_time_limit():
     assert _wrappers(env) == ["OrderEnforcing", "PassiveEnvChecker"]
 
 
-@pytest.mark.parametrize("kwargs", [{}, {"horizon": 30}, {"max_steps": 5}])
+@pytest.mark.parametrize("kwargs", [{}, {"horizon": 30}, {"max_env_steps": 5}])
 def test_episode_lengths_through_make_equal_the_envs_own(kwargs):
     # The env ends its episodes itself; gym.make must not cut them elsewhere (a registered
     # TimeLimit of 20 would stop horizon=30 episodes at step 20).
@@ -81,4 +81,4 @@ def test_episode_lengths_through_make_equal_the_envs_own(kwargs):
             _, _, terminated, truncated, _ = env.step("wait around")  # never admissible: runs to the limit
             steps, done = steps + 1, terminated or truncated
         lengths.append((steps, terminated, truncated))
-    assert lengths[0] == lengths[1] == (direct.max_steps, False, True)
+    assert lengths[0] == lengths[1] == (direct.max_env_steps, False, True)

@@ -78,7 +78,7 @@ def test_task_ids_is_the_same_kind_of_attribute_on_every_env(shop_app):
 
 def test_step_counter_done_guard_and_truncation():
     class Counting(TaskEnv):
-        splits, split, max_steps, action_hint = ("train",), "train", 2, " (a word)"
+        splits, split, max_env_steps, action_hint = ("train",), "train", 2, " (a word)"
 
         def reset(self, *, seed=None, options=None):
             super().reset(seed=seed)
@@ -105,3 +105,43 @@ def test_step_counter_done_guard_and_truncation():
         env.task_ids()
     with pytest.raises(RuntimeError, match="Counting does not support snapshots"):
         env.save_state()
+
+
+def test_every_env_takes_max_env_steps_and_its_old_spelling_with_a_warning():
+    from gaca_envs.criticalchain.env import CriticalChainEnv
+
+    env = gym.make("GACA-CriticalChain-v0", max_env_steps=3)
+    assert env.unwrapped.max_env_steps == 3
+    with pytest.warns(FutureWarning, match="`max_steps` is deprecated, use `max_env_steps`; it will be removed"):
+        assert env.unwrapped.max_steps == 3
+    with pytest.warns(FutureWarning, match="`max_steps` is deprecated, use `max_env_steps`"):
+        old = CriticalChainEnv(max_steps=3)
+    assert old.max_env_steps == 3 and CriticalChainEnv(horizon=4).max_env_steps == 8
+    # The old spelling truncates where the new one does.
+    old.reset(options={"task_id": "train-0"})
+    assert [old.step("wait")[3] for _ in range(3)] == [False, False, True]
+    with pytest.raises(
+        ValueError, match="max_env_steps=3 and max_steps=4 were both given; .* pass max_env_steps only"
+    ):
+        CriticalChainEnv(max_env_steps=3, max_steps=4)
+    with pytest.raises(ValueError, match="max_env_steps must be >= 1 or None, got 0"):
+        CriticalChainEnv(max_env_steps=0)
+
+
+@pytest.mark.parametrize(
+    ("env_id", "message"),
+    [
+        ("GACA-ALFWorld-v0", "max_env_steps must be an int >= 1, got 0"),
+        ("GACA-WebShop-v0", "max_env_steps must be >= 1, got 0"),
+        ("GACA-WebShop-Browser-v0", "max_env_steps must be >= 1, got 0"),
+        ("GACA-CriticalChain-v0", "max_env_steps must be >= 1 or None, got 0"),
+    ],
+)
+def test_each_env_constructor_resolves_the_old_spelling_and_names_max_env_steps_in_errors(env_id, message):
+    # A bad value fails before the env loads anything, so every constructor is checked cheaply.
+    with pytest.raises(ValueError, match=message):
+        gym.make(env_id, max_env_steps=0)
+    with pytest.warns(FutureWarning, match="use `max_env_steps`"), pytest.raises(ValueError, match=message):
+        gym.make(env_id, max_steps=0)
+    with pytest.raises(ValueError, match="were both given"):
+        gym.make(env_id, max_env_steps=5, max_steps=5)

@@ -141,7 +141,7 @@ def test_acting_after_the_end_answers_and_changes_nothing():
 
 
 def test_truncated_episode_says_so():
-    env = environment_factory(CHAIN, max_steps=2, **CHAIN_KWARGS)()
+    env = environment_factory(CHAIN, max_env_steps=2, **CHAIN_KWARGS)()
     env.reset(task_id="train-0")
     env.act("wait")
     assert env.act("wait").endswith("The episode is over (step limit reached, task not solved).")

@@ -20,6 +20,7 @@ import requests
 from openenv.core import GenericEnvClient
 
 import gaca_envs  # noqa: F401  (registers the env ids)
+import gaca_envs.remote
 from gaca_envs.remote import EnvServerError
 from tests.gaca_server.servers import ROOT, running_server
 
@@ -67,22 +68,23 @@ def alfworld_data(tmp_path_factory):
 @pytest.fixture(scope="module")
 def alfworld_server(alfworld_data):
     # Two worker processes: every WebSocket client below plays on whichever worker accepts it.
-    with running_server("GACA-ALFWorld-v0", {"data_path": alfworld_data, "max_steps": 20}, "--workers", "2") as server:
+    kwargs = {"data_path": alfworld_data, "max_env_steps": 20}
+    with running_server("GACA-ALFWorld-v0", kwargs, "--workers", "2") as server:
         yield server
 
 
 def test_alfworld_episodes_equal_in_process_ones(alfworld_server, alfworld_data):
-    kwargs = {"data_path": alfworld_data, "max_steps": 20}
+    kwargs = {"data_path": alfworld_data, "max_env_steps": 20}
     local = gym.make("GACA-ALFWorld-v0", **kwargs)
     remote = gym.make("GACA-Remote-v0", url=alfworld_server.url, env_id="GACA-ALFWorld-v0", **kwargs)
     assert remote.unwrapped.task_ids == local.unwrapped.task_ids and len(local.unwrapped.task_ids) == 3
-    assert remote.unwrapped.prompt == local.unwrapped.prompt and remote.unwrapped.max_steps == 20
+    assert remote.unwrapped.prompt == local.unwrapped.prompt and remote.unwrapped.max_env_steps == 20
     assert_same_episodes(local, remote, local.unwrapped.task_ids)
     remote.close()
 
 
 def test_openenvs_own_client_plays_an_alfworld_episode(alfworld_server, alfworld_data):
-    local = gym.make("GACA-ALFWorld-v0", data_path=alfworld_data, max_steps=20)
+    local = gym.make("GACA-ALFWorld-v0", data_path=alfworld_data, max_env_steps=20)
     task_id = local.unwrapped.task_ids[1]
     here = play(local, task_id, seed=5)
     with GenericEnvClient(base_url=alfworld_server.url).sync() as client:
@@ -279,6 +281,28 @@ def test_client_refuses_another_env_id_or_kwargs(chain_server):
         gym.make("GACA-Remote-v0", url="http://127.0.0.1:9")
 
 
+def test_the_episode_cap_travels_as_max_env_steps_and_its_old_name(chain_server, monkeypatch):
+    info = requests.get(f"{chain_server.url}/gaca/info", timeout=10).json()
+    assert info["max_env_steps"] == info["max_steps"] == 20  # CriticalChain's default, 2 * horizon
+    remote = gym.make("GACA-Remote-v0", url=chain_server.url)
+    assert remote.unwrapped.max_env_steps == 20
+    with pytest.warns(FutureWarning, match="`max_steps` is deprecated, use `max_env_steps`"):
+        assert remote.unwrapped.max_steps == 20
+    remote.close()
+    # A server of the previous release: started with max_steps=12, its info says max_steps only.
+    old = {**info, "env_kwargs": {"max_steps": 12}, "max_steps": 12}
+    del old["max_env_steps"]
+    monkeypatch.setattr(gaca_envs.remote, "fetch_server_info", lambda url, timeout_s=10.0: old)
+    remote = gaca_envs.remote.RemoteEnv(chain_server.url, max_env_steps=12)
+    assert remote.max_env_steps == 12
+    with pytest.warns(FutureWarning, match="use `max_env_steps`"):
+        assert gaca_envs.remote.RemoteEnv(chain_server.url, max_steps=12).max_env_steps == 12
+    with pytest.raises(ValueError, match=r"env kwarg max_env_steps=13 differs from the server's \(12"):
+        gaca_envs.remote.RemoteEnv(chain_server.url, max_env_steps=13)
+    with pytest.raises(ValueError, match="were both given"):
+        gaca_envs.remote.RemoteEnv(chain_server.url, max_env_steps=12, max_steps=12)
+
+
 def test_an_unknown_env_id_or_kwarg_stops_the_command_with_its_message(capsys, monkeypatch):
     from gaca_server.cli import main
 
@@ -325,7 +349,7 @@ def test_the_trainers_rollout_pool_spreads_its_envs_over_servers(chain_server):
 def test_the_trl_adapter_plays_a_remote_env_as_a_local_one(alfworld_server, alfworld_data):
     from gaca_envs.trl import GymToolEnvironment, environment_factory
 
-    kwargs = {"data_path": alfworld_data, "max_steps": 20}
+    kwargs = {"data_path": alfworld_data, "max_env_steps": 20}
     remote = environment_factory("GACA-Remote-v0", url=alfworld_server.url, env_id="GACA-ALFWorld-v0", **kwargs)()
     local = GymToolEnvironment("GACA-ALFWorld-v0", **kwargs)
     assert type(remote).__name__ == "ALFWorldToolEnvironment"
@@ -346,7 +370,7 @@ def test_the_docs_openenv_client_script_plays_an_alfworld_episode(alfworld_serve
         [sys.executable, "-c", script, alfworld_server.url], cwd=ROOT, capture_output=True, text=True, timeout=120
     )
     assert out.returncode == 0, out.stderr[-2000:]
-    local = gym.make("GACA-ALFWorld-v0", data_path=alfworld_data, max_steps=20)
+    local = gym.make("GACA-ALFWorld-v0", data_path=alfworld_data, max_env_steps=20)
     observation, info = local.reset(seed=0)
     lines = [info["task"]]
     done = False

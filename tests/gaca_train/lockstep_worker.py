@@ -66,9 +66,9 @@ def main(out: Path, lockstep: bool, branching: bool = False) -> None:
         return ids, [[lp[0] for lp in seq] for seq in logprobs]
 
     n_envs, episode_steps = (2, 2) if rank == 0 else (3, 5)
-    pool = RolloutPool("GACA-CriticalChain-v0", n_envs, {**ENV_KWARGS, "max_steps": episode_steps}, mode="sync")
+    pool = RolloutPool("GACA-CriticalChain-v0", n_envs, {**ENV_KWARGS, "max_env_steps": episode_steps}, mode="sync")
     system, template = template_for("GACA-CriticalChain-v0")
-    builder = PromptBuilder(system, template, history_length=2, max_steps=6)
+    builder = PromptBuilder(system, template, history_length=2, max_env_steps=6)
     try:
         result = run_rollout(
             pool,

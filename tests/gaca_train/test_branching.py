@@ -137,7 +137,7 @@ def _llm_rollout(branching, mode="sync"):
     tasks = ["train-0"] * 4 + ["train-1"] * 4
     pool = RolloutPool("GACA-CriticalChain-v0", len(tasks), ENV_KWARGS, mode=mode)
     system, template = template_for("GACA-CriticalChain-v0")
-    builder = PromptBuilder(system, template, history_length=2, max_steps=4)
+    builder = PromptBuilder(system, template, history_length=2, max_env_steps=4)
 
     def generate(prompt_ids):
         return generate_with_logprobs(model, prompt_ids, pad_token_id=tokenizer.pad_token_id,

@@ -52,7 +52,7 @@ def test_play_cuts_at_max_steps_and_keeps_history():
 
 
 def test_play_runs_to_the_envs_own_end_without_a_limit():
-    played = play(_envs(1, max_steps=4), ["train-0"], _First(), None, seed=0)
+    played = play(_envs(1, max_env_steps=4), ["train-0"], _First(), None, seed=0)
     assert played.episodes[0].length == 4 and played.episodes[0].truncated
 
 
@@ -73,7 +73,7 @@ def test_collective_policy_is_asked_until_it_answers_none():
                 return None
             return [Decision(t.info["admissible_actions"][0]) for t in turns]
 
-    env = _envs(1, max_steps=2)
+    env = _envs(1, max_env_steps=2)
     played = play(env, ["train-0"], Collective(), 10, seed=0, collective=True)
     assert calls == [1, 1, 0, 0, 0]  # the env ended after 2 steps; the policy kept being asked
     assert played.episodes[0].length == 2

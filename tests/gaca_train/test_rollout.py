@@ -30,8 +30,50 @@ def test_parse_response_accepts_only_think_then_action():
     assert not parse_response("<action>a</action><think>x</think>").valid
 
 
+# The envs' default user templates before the episode cap was named max_env_steps (copied verbatim).
+OLD_TEMPLATES = {
+    "GACA-ALFWorld-v0": "Your task is to: {task}\n{history}You are at step {step} (at most {max_steps}). "
+    "Current observation: {observation}\nAdmissible actions: {admissible_actions}",
+    "GACA-WebShop-v0": "Instruction: {task}\n{history}You are at step {step} (at most {max_steps}). Current page: "
+    "{observation}\nAvailable actions: {admissible_actions}",
+    "GACA-CriticalChain-v0": "Task: {task}\n{history}Step {step} of at most {max_steps}. Now: {observation}\n"
+    "Actions: {admissible_actions}",
+}
+
+
+@pytest.mark.parametrize("env_id", sorted(OLD_TEMPLATES))
+def test_default_templates_say_max_env_steps_and_render_what_they_rendered_before(env_id):
+    from gaca_envs.task_env import TaskEnv
+
+    system, template = template_for(env_id)
+    assert "{max_env_steps}" in template and "{max_steps}" not in template
+    history = [("obs0", "act0"), ("obs1", "act1")]
+    args = ("find the mug", 2, "You see a desk.", ["look", "go to desk 1"], history)
+    new = PromptBuilder(system, template, history_length=2, max_env_steps=17).messages(*args)
+    renamed = OLD_TEMPLATES[env_id].replace("{max_steps}", "{max_env_steps}")
+    assert template.startswith(renamed)  # the rename is the only change
+    old_template = OLD_TEMPLATES[env_id] + template[len(renamed) :]
+    old = PromptBuilder(system, old_template, history_length=2, max_env_steps=17).messages(*args)
+    assert new == old and "at most 17" in new[-1]["content"]
+    # The base class's template too.
+    base = TaskEnv.prompt[1]
+    assert PromptBuilder("", base, 0, 5).messages(*args) == PromptBuilder(
+        "", base.replace("{max_env_steps}", "{max_steps}"), 0, 5
+    ).messages(*args)
+
+
+def test_a_template_with_the_old_max_steps_field_renders_the_same_text():
+    new = PromptBuilder("", "{step}/{max_env_steps} {observation}", history_length=0, max_env_steps=7)
+    old = PromptBuilder("", "{step}/{max_steps} {observation}", history_length=0, max_env_steps=7)
+    assert (
+        new.messages("t", 0, "o", [], [])
+        == old.messages("t", 0, "o", [], [])
+        == [{"role": "user", "content": "1/7 o"}]
+    )
+
+
 def test_prompt_shows_task_step_history_and_admissible_actions():
-    builder = PromptBuilder("SYS", template_for("GACA-CriticalChain-v0")[1], history_length=2, max_steps=9)
+    builder = PromptBuilder("SYS", template_for("GACA-CriticalChain-v0")[1], history_length=2, max_env_steps=9)
     history = [("obs0", "act0"), ("obs1", "act1"), ("obs2", "act2")]
     messages = builder.messages("deliver it", 3, "obs3", ["wait", "go on"], history)
     assert messages[0] == {"role": "system", "content": "SYS"}
@@ -102,7 +144,7 @@ def _rollout(mode="sync", tasks=("train-0", "train-0", "train-1", "train-1")):
     model, tokenizer = tiny_model_and_tokenizer()
     pool = RolloutPool("GACA-CriticalChain-v0", len(tasks), ENV_KWARGS, mode=mode)
     system, template = template_for("GACA-CriticalChain-v0")
-    builder = PromptBuilder(system, template, history_length=2, max_steps=4)
+    builder = PromptBuilder(system, template, history_length=2, max_env_steps=4)
 
     def generate(prompt_ids):
         return generate_with_logprobs(
@@ -166,7 +208,7 @@ def _deterministic_rollout(lockstep=None, calls=None):
         return ids, [[-0.5, -0.25] for _ in prompt_ids]
 
     try:
-        builder = PromptBuilder(system, template, history_length=2, max_steps=6)
+        builder = PromptBuilder(system, template, history_length=2, max_env_steps=6)
         return run_rollout(pool, ["train-0", "train-0", "train-1", "train-1"], generate, tokenizer, builder, seed=3,
                            batch_size=3, lockstep=lockstep)  # fmt: skip
     finally:

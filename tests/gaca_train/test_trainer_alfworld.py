@@ -26,7 +26,7 @@ def alfworld_data(tmp_path_factory):
 def test_one_gaca_iteration_on_alfworld(tmp_path, alfworld_data):
     import gymnasium as gym
 
-    env_kwargs = {"data_path": str(alfworld_data), "split": "train", "max_steps": 3}
+    env_kwargs = {"data_path": str(alfworld_data), "split": "train", "max_env_steps": 3}
     env = gym.make("GACA-ALFWorld-v0", **env_kwargs)
     obs, info = env.reset(seed=0)
     corpus = [obs, info["task"], " ".join(info["admissible_actions"]), *(" ".join(t) for t in prompt_templates())]

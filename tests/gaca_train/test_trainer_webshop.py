@@ -17,7 +17,7 @@ pytest.importorskip("flask", reason="needs the webshop extra (make test installs
 def test_one_gaca_iteration_on_webshop(tmp_path):
     import gymnasium as gym
 
-    env_kwargs = {"split": "test", "max_steps": 3}
+    env_kwargs = {"split": "test", "max_env_steps": 3}
     env = gym.make("GACA-WebShop-v0", **env_kwargs)
     obs, info = env.reset(options={"task_id": "fixed_0"})
     corpus = [obs, info["task"], " ".join(info["admissible_actions"]), *(" ".join(t) for t in prompt_templates())]

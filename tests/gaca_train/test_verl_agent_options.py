@@ -47,7 +47,7 @@ def test_strict_format_check_rejects_what_verl_agent_accepts():
 
 
 def test_hidden_actions_leave_the_prompt_only():
-    builder = PromptBuilder("", "{admissible_actions}", history_length=0, max_steps=5, hidden_actions=("help",))
+    builder = PromptBuilder("", "{admissible_actions}", history_length=0, max_env_steps=5, hidden_actions=("help",))
     (message,) = builder.messages("t", 0, "obs", ["go to desk 1", "help", "look"], [])
     assert message["content"] == "'go to desk 1', 'look'"
 

@@ -10,7 +10,7 @@ from gaca_train.config import GACAConfig
 from gaca_train.rollout import prompt_templates
 from gaca_train.tiny import build_tiny_model, build_tokenizer, cpu_run_defaults
 
-ENV_KWARGS = {"horizon": 3, "num_branches": 1, "num_tasks": 2, "max_steps": 4}
+ENV_KWARGS = {"horizon": 3, "num_branches": 1, "num_tasks": 2, "max_env_steps": 4}
 
 
 def env_corpus(env_kwargs: dict[str, Any] = ENV_KWARGS, n_tasks: int = 2) -> list[str]:
@@ -60,7 +60,7 @@ def expert_examples(
     from gaca_train.rollout import PromptBuilder, template_for
 
     system, template = template_for("GACA-CriticalChain-v0")
-    builder = PromptBuilder(system, template, history_length=2, max_steps=env_kwargs["max_steps"])
+    builder = PromptBuilder(system, template, history_length=2, max_env_steps=env_kwargs["max_env_steps"])
     env = CriticalChainEnv(**{**env_kwargs, "expert": True})
     examples = []
     for task in env.task_ids("train")[:n_tasks]:

@@ -34,5 +34,5 @@ def test_alfworld_quickstart_config_parses(train_parser):
     path = ROOT / "configs" / "quickstart_cpu_alfworld.yaml"
     _, args, model = train_parser.parse_args_and_config(args=["--config", str(path)])
     assert args.env_id == "GACA-ALFWorld-v0" and args.env_kwargs["engine"] == "native"
-    assert args.max_env_steps == args.env_kwargs["max_steps"] == 10
+    assert args.max_env_steps == args.env_kwargs["max_env_steps"] == 10
     assert model.model_name_or_path == "outputs/tiny-alfworld"

@@ -32,9 +32,9 @@ def test_expert_baseline_solves_everything_and_random_rarely(tmp_path, evaluate)
     common = [
         "--env-kwargs",
         json.dumps({"horizon": 5, "num_branches": 2}),
-        "--num-episodes",
+        "--max-tasks",
         "30",
-        "--max-steps",
+        "--max-env-steps",
         "10",
     ]
     expert = evaluate.main([*common, "--policy", "expert", "--out", str(tmp_path / "expert")])
@@ -47,12 +47,46 @@ def test_expert_baseline_solves_everything_and_random_rarely(tmp_path, evaluate)
     assert table.startswith("| policy | episodes | success |") and "| random | 30 | " in table
 
 
+def untimed(records: list[dict]) -> list[dict]:
+    """The records without their timings (which differ between two runs of the same episodes)."""
+    return [{k: v for k, v in r.items() if "second" not in k} for r in records]
+
+
+def test_the_old_spellings_of_the_evaluation_size_and_step_limit_still_work_and_warn(tmp_path, evaluate):
+    env = ["--env-kwargs", json.dumps({"horizon": 5, "num_branches": 2}), "--policy", "random", "--seed", "2"]
+    new = evaluate.main([*env, "--max-tasks", "3", "--rollouts-per-task", "2", "--max-env-steps", "4",
+                         "--out", str(tmp_path / "new")])  # fmt: skip
+    for old, renamed in (("--num-episodes", "--max-tasks"), ("--repeats", "--rollouts-per-task"),
+                         ("--max-steps", "--max-env-steps")):  # fmt: skip
+        argv = {"--max-tasks": "3", "--rollouts-per-task": "2", "--max-env-steps": "4"}
+        argv = [a for k, v in argv.items() for a in ((old if k == renamed else k), v)]
+        with pytest.warns(FutureWarning, match=f"{old} is deprecated and will be removed in the next release; "
+                          f"use {renamed}"):  # fmt: skip
+            report = evaluate.main([*env, *argv, "--out", str(tmp_path / old.strip("-"))])
+        assert untimed(report["episodes"]) == untimed(new["episodes"])
+        assert untimed([report["summary"]]) == untimed([new["summary"]])
+    assert new["summary"]["episodes"] == 6 and new["settings"]["max_env_steps"] == 4
+    assert all(e["length"] <= 4 for e in new["episodes"])
+
+
+def test_a_log_written_with_the_old_max_steps_header_resumes(tmp_path, evaluate):
+    argv = ["--env-kwargs", json.dumps({"horizon": 3}), "--policy", "random", "--max-tasks", "4"]
+    full = evaluate.main([*argv, "--out", str(tmp_path / "full")])
+    lines = (tmp_path / "full.jsonl").read_text().splitlines(keepends=True)
+    header = json.loads(lines[0])
+    header["run"] = {("max_steps" if k == "max_env_steps" else k): v for k, v in header["run"].items()}
+    (tmp_path / "old.jsonl").write_text(json.dumps(header) + "\n" + "".join(lines[1:3]))  # 2 of 4 episodes
+    resumed = evaluate.main([*argv, "--out", str(tmp_path / "old")])
+    assert untimed(resumed["episodes"]) == untimed(full["episodes"])
+
+
 def test_model_policy_plays_in_batches(tmp_path, evaluate):
     model, tokenizer = tiny_model_and_tokenizer()
     path = save_tiny_model(model, tokenizer, tmp_path / "tiny")
     report = evaluate.main(
-        ["--model", str(path), "--env-kwargs", json.dumps(ENV_KWARGS), "--split", "train", "--num-episodes", "2",
-         "--batch-size", "1", "--max-steps", "3", "--max-new-tokens", "4", "--greedy", "--out", str(tmp_path / "m")]
+        ["--model", str(path), "--env-kwargs", json.dumps(ENV_KWARGS), "--split", "train", "--max-tasks", "2",
+         "--batch-size", "1", "--max-env-steps", "3", "--max-new-tokens", "4", "--greedy",
+         "--out", str(tmp_path / "m")]
     )  # fmt: skip
     assert [e["task_id"] for e in report["episodes"]] == ["train-0", "train-1"]
     assert all(e["length"] == 3 and e["malformed"] == 3 for e in report["episodes"])  # untrained: never in format
@@ -67,7 +101,7 @@ def test_expert_and_random_on_generated_alfworld_games_report_task_types(tmp_pat
     data = tmp_path / "alfworld"
     generate(data, 2, seed=6, split="train")
     common = ["--env", "GACA-ALFWorld-v0", "--env-kwargs", json.dumps({"data_path": str(data)}), "--split", "train",
-              "--num-episodes", "2", "--max-steps", "50"]  # fmt: skip
+              "--max-tasks", "2", "--max-env-steps", "50"]  # fmt: skip
     expert = evaluate.main([*common, "--policy", "expert", "--out", str(tmp_path / "expert")])
     assert expert["summary"]["success_rate"] == 1.0
     assert sum(expert["summary"]["success_by_task_type"].values()) == 2.0  # two games of two task types
@@ -83,7 +117,7 @@ def test_expert_and_random_on_generated_alfworld_games_report_task_types(tmp_pat
 # --- Chat-level policies: in-process and an OpenAI-compatible endpoint --------------------------
 
 CHAIN = ["--env-kwargs", json.dumps({"horizon": 4, "num_branches": 1, "num_tasks": 6}), "--split", "train",
-         "--max-steps", "8", "--temperature", "0.5", "--max-new-tokens", "64"]  # fmt: skip
+         "--max-env-steps", "8", "--temperature", "0.5", "--max-new-tokens", "64"]  # fmt: skip
 
 
 @pytest.fixture
@@ -103,13 +137,13 @@ def in_process(evaluate, out, argv=(), seen=None):
             seen.append(messages)
         return scripted_response(messages)
 
-    return evaluate.main([*CHAIN, "--num-episodes", "6", *argv, "--out", str(out)], chat=chat)
+    return evaluate.main([*CHAIN, "--max-tasks", "6", *argv, "--out", str(out)], chat=chat)
 
 
 def test_endpoint_plays_the_same_trajectories_as_the_in_process_policy(tmp_path, evaluate, server):
     seen = []
     local = in_process(evaluate, tmp_path / "local", seen=seen)
-    remote = evaluate.main([*CHAIN, "--num-episodes", "6", "--base-url", server.base_url, "--model", "m",
+    remote = evaluate.main([*CHAIN, "--max-tasks", "6", "--base-url", server.base_url, "--model", "m",
                             "--concurrency", "3", "--out", str(tmp_path / "remote")])  # fmt: skip
     assert remote["backend"] == "endpoint" and local["backend"] == "chat"
     assert trajectories(remote) == trajectories(local)
@@ -131,7 +165,7 @@ def test_endpoint_plays_the_same_trajectories_as_the_in_process_policy(tmp_path,
 def test_endpoint_retries_server_errors_with_backoff(tmp_path, evaluate, server):
     local = in_process(evaluate, tmp_path / "local")
     server.behave(fail_next=2)
-    remote = evaluate.main([*CHAIN, "--num-episodes", "6", "--base-url", server.base_url, "--model", "m",
+    remote = evaluate.main([*CHAIN, "--max-tasks", "6", "--base-url", server.base_url, "--model", "m",
                             "--concurrency", "1", "--max-retries", "2", "--retry-backoff", "0.01",
                             "--out", str(tmp_path / "remote")])  # fmt: skip
     assert trajectories(remote) == trajectories(local) and remote["summary"]["errors"] == 0
@@ -173,30 +207,30 @@ def test_failing_endpoint_reports_errors_keeps_finished_episodes_and_a_rerun_com
     local = in_process(evaluate, tmp_path / "local")
     common = [*CHAIN, "--base-url", server.base_url, "--model", "m", "--concurrency", "2", "--max-retries", "1",
               "--retry-backoff", "0", "--out", str(tmp_path / "remote")]  # fmt: skip
-    first = evaluate.main([*common, "--num-episodes", "3"])  # three tasks drawn from six
+    first = evaluate.main([*common, "--max-tasks", "3"])  # three tasks drawn from six
     assert first["summary"]["episodes"] == 3 and first["summary"]["errors"] == 0
     drawn = {e["task_id"] for e in first["episodes"]}
     server.behave(always_fail=True)
     with pytest.raises(SystemExit, match=r"3 of 6 episodes failed \(first: HTTP 500 .*--allow-errors"):
-        evaluate.main([*common, "--num-episodes", "6"])
+        evaluate.main([*common, "--max-tasks", "6"])
     broken = json.loads((tmp_path / "remote.json").read_text())  # the report is written before the exit
     assert broken["summary"]["episodes"] == 3 and broken["summary"]["errors"] == 3
     by_task = {e["task_id"]: e for e in trajectories(local)}
     assert all(e == by_task[e["task_id"]] for e in trajectories(broken) if e["task_id"] in drawn)
     assert all("HTTP 500" in e["error"] and e["length"] == 0 for e in broken["episodes"] if e["task_id"] not in drawn)
     assert "| 3 |" in (tmp_path / "remote.md").read_text()  # errors column
-    accepted = evaluate.main([*common, "--num-episodes", "6", "--allow-errors"])  # replays the 3, fails again
+    accepted = evaluate.main([*common, "--max-tasks", "6", "--allow-errors"])  # replays the 3, fails again
     assert accepted["summary"]["errors"] == 3
     server.behave()
     n_before = len(server.requests)
-    healed = evaluate.main([*common, "--num-episodes", "6"])  # plays only the three errored episodes
+    healed = evaluate.main([*common, "--max-tasks", "6"])  # plays only the three errored episodes
     assert trajectories(healed) == trajectories(local)
     assert len(server.requests) - n_before == sum(e["length"] for e in local["episodes"][3:])
 
 
 def test_endpoint_timeout_is_reported_per_episode(tmp_path, evaluate, server):
     server.behave(sleep_s=0.6)
-    report = evaluate.main([*CHAIN, "--num-episodes", "2", "--base-url", server.base_url, "--model", "m",
+    report = evaluate.main([*CHAIN, "--max-tasks", "2", "--base-url", server.base_url, "--model", "m",
                             "--concurrency", "2", "--max-retries", "1", "--retry-backoff", "0", "--allow-errors",
                             "--request-timeout", "0.2", "--out", str(tmp_path / "slow")])  # fmt: skip
     assert report["summary"]["errors"] == 2 and report["summary"]["episodes"] == 0
@@ -206,12 +240,12 @@ def test_endpoint_timeout_is_reported_per_episode(tmp_path, evaluate, server):
 
 
 def test_a_killed_run_resumes_where_it_stopped(tmp_path, evaluate):
-    full = in_process(evaluate, tmp_path / "full", ["--repeats", "2", "--seed", "3"])
+    full = in_process(evaluate, tmp_path / "full", ["--rollouts-per-task", "2", "--seed", "3"])
     log = tmp_path / "cut.jsonl"
     lines = (tmp_path / "full.jsonl").read_text().splitlines(keepends=True)
     log.write_text("".join(lines[:5]) + lines[5][:40])  # header, 4 episodes and a line cut by the kill
     seen = []
-    resumed = in_process(evaluate, tmp_path / "cut", ["--repeats", "2", "--seed", "3"], seen=seen)
+    resumed = in_process(evaluate, tmp_path / "cut", ["--rollouts-per-task", "2", "--seed", "3"], seen=seen)
     assert trajectories(resumed) == trajectories(full)
     first_steps = [m for m in seen if "Step 1 of" in m[-1]["content"]]
     assert len(first_steps) == 12 - 4  # only the missing episodes were played
@@ -219,9 +253,9 @@ def test_a_killed_run_resumes_where_it_stopped(tmp_path, evaluate):
     # Other settings (here the seed) are another run: refused, unless --no-resume sets the old log aside.
     with pytest.raises(SystemExit, match=r"cut.jsonl holds another run's episodes \(seed: 3 then, 4 now\); pass "
                        "--no-resume"):  # fmt: skip
-        in_process(evaluate, tmp_path / "cut", ["--repeats", "2", "--seed", "4"])
+        in_process(evaluate, tmp_path / "cut", ["--rollouts-per-task", "2", "--seed", "4"])
     seen.clear()
-    in_process(evaluate, tmp_path / "cut", ["--repeats", "2", "--seed", "4", "--no-resume"], seen=seen)
+    in_process(evaluate, tmp_path / "cut", ["--rollouts-per-task", "2", "--seed", "4", "--no-resume"], seen=seen)
     assert len([m for m in seen if "Step 1 of" in m[-1]["content"]]) == 12
     assert (tmp_path / "cut.jsonl.prev").exists()
 
@@ -236,7 +270,7 @@ def test_a_crashing_policy_stops_the_run_and_keeps_only_whole_episodes(tmp_path,
             raise RuntimeError("policy bug")
         return scripted_response(messages)
 
-    argv = [*CHAIN, "--num-episodes", "6", "--concurrency", "2", "--out", str(tmp_path / "crash")]
+    argv = [*CHAIN, "--max-tasks", "6", "--concurrency", "2", "--out", str(tmp_path / "crash")]
     with pytest.raises(RuntimeError, match="policy bug"):
         evaluate.main(argv, chat=crashing)
     lines = [json.loads(line) for line in (tmp_path / "crash.jsonl").read_text().splitlines()[1:]]
@@ -250,7 +284,7 @@ def test_a_crashing_policy_stops_the_run_and_keeps_only_whole_episodes(tmp_path,
 
 
 def test_api_key_is_read_from_the_named_environment_variable(tmp_path, evaluate, server, monkeypatch):
-    argv = [*CHAIN, "--num-episodes", "1", "--base-url", server.base_url, "--model", "m", "--out", str(tmp_path / "k")]
+    argv = [*CHAIN, "--max-tasks", "1", "--base-url", server.base_url, "--model", "m", "--out", str(tmp_path / "k")]
     with pytest.raises(SystemExit, match="GACA_TEST_KEY: that environment variable is not set"):
         evaluate.main([*argv, "--api-key-env", "GACA_TEST_KEY"])
     monkeypatch.setenv("GACA_TEST_KEY", "secret")
@@ -284,7 +318,7 @@ def test_config_supplies_prompt_env_and_generation_settings(tmp_path, evaluate, 
     report = evaluate.main(["--config", str(config), "--split", "train", "--base-url", server.base_url,
                             "--model", "m", "--out", str(tmp_path / "cfg")])  # fmt: skip
     assert [e["task_id"] for e in report["episodes"]] == ["train-0", "train-1"]
-    assert all(e["length"] <= 3 for e in report["episodes"]) and report["settings"]["max_steps"] == 3
+    assert all(e["length"] <= 3 for e in report["episodes"]) and report["settings"]["max_env_steps"] == 3
     first = server.requests[0]
     assert (first["temperature"], first["top_p"], first["top_k"], first["max_tokens"]) == (0.7, 0.9, 5, 33)
     assert report["settings"]["eval_temperature"] == 0.7
@@ -294,10 +328,12 @@ def test_config_supplies_prompt_env_and_generation_settings(tmp_path, evaluate, 
     later = [r["messages"][1]["content"] for r in server.requests if "step 3/3" in r["messages"][1]["content"]]
     assert later and all(m.count("[Step ") == 1 for m in later)  # history_length 1
     # Flags override the config.
-    args = evaluate.parse_args(["--config", str(config), "--temperature", "0.2", "--max-steps", "7", "--top-k", "0"])
+    args = evaluate.parse_args(
+        ["--config", str(config), "--temperature", "0.2", "--max-env-steps", "7", "--top-k", "0"]
+    )
     settings = evaluate.resolve(args)
     assert settings["sampling"].temperature == 0.2 and settings["sampling"].top_k is None
-    assert settings["sampling"].top_p == 0.9 and settings["prompts"].max_steps == 7
+    assert settings["sampling"].top_p == 0.9 and settings["prompts"].max_env_steps == 7
     assert settings["env_kwargs"] == {"horizon": 3, "num_branches": 1, "num_tasks": 2}
     # A config's env_kwargs split is the training split: the evaluation plays its own.
     config.write_text(yaml.safe_dump({**fields, "env_id": "GACA-ALFWorld-v0", "env_kwargs": {"split": "train"}}))
@@ -313,11 +349,11 @@ def test_per_env_default_step_limits_and_splits(evaluate):
     def resolved(env):
         return evaluate.resolve(evaluate.parse_args(["--env", env]))
 
-    assert resolved("GACA-ALFWorld-v0")["prompts"].max_steps == 50
+    assert resolved("GACA-ALFWorld-v0")["prompts"].max_env_steps == 50
     assert resolved("GACA-ALFWorld-v0")["split"] == "valid_unseen"
-    assert resolved("GACA-WebShop-v0")["prompts"].max_steps == 15
+    assert resolved("GACA-WebShop-v0")["prompts"].max_env_steps == 15
     assert resolved("GACA-WebShop-v0")["split"] == "test"
-    assert resolved("GACA-CriticalChain-v0")["prompts"].max_steps == 50
+    assert resolved("GACA-CriticalChain-v0")["prompts"].max_env_steps == 50
 
 
 def test_report_per_task_type_with_intervals_and_malformed_rate(evaluate):
@@ -378,13 +414,13 @@ def test_cli_with_a_paper_config_against_an_endpoint(tmp_path, server):
     generate(tmp_path / "alfworld", 4, seed=6, split="valid_unseen", difficulty="easy", engine="native")
     env = {**os.environ, "ALFWORLD_DATA": str(tmp_path / "alfworld")}
     command = [sys.executable, str(ROOT / "scripts" / "evaluate.py"), "--config", "configs/alfworld_gaca.yaml",
-               "--base-url", server.base_url, "--model", "m", "--num-episodes", "4", "--max-retries", "1",
+               "--base-url", server.base_url, "--model", "m", "--max-tasks", "4", "--max-retries", "1",
                "--out", str(tmp_path / "cli")]  # fmt: skip
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "generation: temperature=0.4 top_p=1.0 top_k=off max_new_tokens=512" in result.stdout  # eval default
     report = json.loads((tmp_path / "cli.json").read_text())
-    assert report["split"] == "valid_unseen" and report["settings"]["max_steps"] == 50
+    assert report["split"] == "valid_unseen" and report["settings"]["max_env_steps"] == 50
     assert report["summary"]["episodes"] == 4 and report["summary"]["errors"] == 0
     assert "by_task_type" in report["summary"] and "| task type | episodes |" in result.stdout
     assert len(server.requests) == sum(e["length"] for e in report["episodes"])
@@ -428,7 +464,7 @@ def test_chat_episode_loop_plays_as_the_trainers_rollout(tmp_path, evaluate, mon
         return (lambda ids: prompts["rollout"].extend(ids) or generate(ids)), tok
 
     monkeypatch.setattr(eval_backends, "hf_backend", recording_backend)
-    common = ["--env-kwargs", json.dumps(ENV_KWARGS), "--split", "train", "--num-episodes", "2", "--max-steps", "3",
+    common = ["--env-kwargs", json.dumps(ENV_KWARGS), "--split", "train", "--max-tasks", "2", "--max-env-steps", "3",
               "--max-new-tokens", "6", "--temperature", "1.0", "--history-length", "2"]  # fmt: skip
     rollout = evaluate.main([*common, "--model", str(path), "--batch-size", "1", "--out", str(tmp_path / "rollout")])
     # Sampled from the same torch seed: one prompt per generate call, in the same order on both paths.
@@ -451,7 +487,7 @@ def test_chat_episode_loop_plays_as_the_trainers_rollout(tmp_path, evaluate, mon
 def test_log_samples_request_seeds_usage_and_the_run_header(tmp_path, evaluate, server):
     from gaca_train.evaluation import Job, request_seed
 
-    argv = [*CHAIN, "--num-episodes", "2", "--repeats", "2", "--base-url", server.base_url, "--model", "m",
+    argv = [*CHAIN, "--max-tasks", "2", "--rollouts-per-task", "2", "--base-url", server.base_url, "--model", "m",
             "--seed", "5", "--log-samples", "--out", str(tmp_path / "s")]  # fmt: skip
     report = evaluate.main(argv)
     seeds = {}  # conversation -> the seeds it was sent with (repeats of a task share their first prompt)
@@ -480,7 +516,7 @@ def test_log_samples_request_seeds_usage_and_the_run_header(tmp_path, evaluate, 
 
 
 def test_max_rps_spaces_the_requests(tmp_path, evaluate, server):
-    evaluate.main([*CHAIN, "--num-episodes", "2", "--base-url", server.base_url, "--model", "m", "--concurrency", "2",
+    evaluate.main([*CHAIN, "--max-tasks", "2", "--base-url", server.base_url, "--model", "m", "--concurrency", "2",
                    "--max-rps", "20", "--out", str(tmp_path / "r")])  # fmt: skip
     times = sorted(r["received"] for r in server.requests)
     assert len(times) == 16 and times[-1] - times[0] > 0.7  # 15 gaps of 1/20 s at least (0.75 s), jitter aside
@@ -519,8 +555,9 @@ def test_vllm_backend_through_a_stand_in_engine_plays_as_the_hf_backend(tmp_path
     vllm.LLM, vllm.SamplingParams = LLM, SamplingParams
     vllm.__spec__ = importlib.machinery.ModuleSpec("vllm", None)
     monkeypatch.setitem(sys.modules, "vllm", vllm)
-    common = ["--model", str(path), "--env-kwargs", json.dumps(ENV_KWARGS), "--split", "train", "--num-episodes", "2",
-              "--batch-size", "2", "--max-steps", "3", "--max-new-tokens", "5", "--greedy", "--seed", "7"]  # fmt: skip
+    common = ["--model", str(path), "--env-kwargs", json.dumps(ENV_KWARGS), "--split", "train", "--max-tasks", "2",
+              "--batch-size", "2", "--max-env-steps", "3", "--max-new-tokens", "5", "--greedy",
+              "--seed", "7"]  # fmt: skip
     played = evaluate.main([*common, "--backend", "vllm", "--out", str(tmp_path / "vllm")])
     reference = evaluate.main([*common, "--backend", "hf", "--out", str(tmp_path / "hf")])
     assert played["backend"] == "vllm" and trajectories(played) == trajectories(reference)
@@ -532,7 +569,7 @@ def test_vllm_backend_through_a_stand_in_engine_plays_as_the_hf_backend(tmp_path
 
 def test_an_episode_failing_half_way_keeps_its_steps_and_counts_its_tries(tmp_path, evaluate, server):
     server.behave(faults=["ok", "ok", "ok", "500", "500"])  # the 4th request fails twice: its episode ends
-    report = evaluate.main([*CHAIN, "--num-episodes", "1", "--base-url", server.base_url, "--model", "m",
+    report = evaluate.main([*CHAIN, "--max-tasks", "1", "--base-url", server.base_url, "--model", "m",
                             "--max-retries", "1", "--retry-backoff", "0", "--allow-errors", "--log-samples",
                             "--out", str(tmp_path / "half")])  # fmt: skip
     (episode,) = report["episodes"]

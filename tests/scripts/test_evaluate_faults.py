@@ -25,7 +25,7 @@ from tests.scripts.chat_server import ChatServer, scripted_response
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = str(ROOT / "scripts" / "evaluate.py")
 CHAIN = ["--env-kwargs", json.dumps({"horizon": 4, "num_branches": 1, "num_tasks": 24}), "--split", "train",
-         "--max-steps", "8", "--temperature", "0.5", "--max-new-tokens", "64"]  # fmt: skip
+         "--max-env-steps", "8", "--temperature", "0.5", "--max-new-tokens", "64"]  # fmt: skip
 KEYS = ("task_id", "repeat", "actions", "rewards", "length", "won", "score", "invalid", "malformed", "error")
 
 
@@ -69,7 +69,7 @@ def one_line_error(result: subprocess.CompletedProcess) -> str:
 
 
 def test_every_content_shape_and_retried_faults_play_as_plain_answers(tmp_path, server):
-    endpoint = [*CHAIN, "--num-episodes", "8", "--base-url", server.base_url, "--model", "m", "--concurrency", "2"]
+    endpoint = [*CHAIN, "--max-tasks", "8", "--base-url", server.base_url, "--model", "m", "--concurrency", "2"]
     plain = cli(*endpoint, "--out", str(tmp_path / "plain"))
     assert plain.returncode == 0, plain.stderr
     reference = episodes(tmp_path / "plain.jsonl")
@@ -137,9 +137,9 @@ def test_bad_arguments_give_a_message_not_a_traceback(tmp_path, capsys):
 
     out = ["--out", str(tmp_path / "bad")]
     usage = {  # argparse: exit status 2, "argument --flag: ..."
-        ("--num-episodes", "-1"): "argument --num-episodes: must be >= 1, got -1",
-        ("--num-episodes", "0"): "argument --num-episodes: must be >= 1, got 0",
-        ("--repeats", "0"): "argument --repeats: must be >= 1, got 0",
+        ("--max-tasks", "-1"): "argument --max-tasks: must be >= 1, got -1",
+        ("--max-tasks", "0"): "argument --max-tasks: must be >= 1, got 0",
+        ("--rollouts-per-task", "0"): "argument --rollouts-per-task: must be >= 1, got 0",
         ("--concurrency", "0"): "argument --concurrency: must be >= 1, got 0",
         ("--concurrency", "-4"): "argument --concurrency: must be >= 1, got -4",
         ("--temperature", "-0.5"): "argument --temperature: must be >= 0, got -0.5",
@@ -152,7 +152,7 @@ def test_bad_arguments_give_a_message_not_a_traceback(tmp_path, capsys):
         ("--env-kwargs", "{horizon: 3"): "argument --env-kwargs: not valid JSON (Expecting property name enclosed in "
         "double quotes at column 2)",
         ("--env-kwargs", "[1]"): "argument --env-kwargs: expected a JSON object",
-        ("--repeats", "two"): "argument --repeats: expected an integer, got 'two'",
+        ("--rollouts-per-task", "two"): "argument --rollouts-per-task: expected an integer, got 'two'",
     }
     for argv, expected in usage.items():
         with pytest.raises(SystemExit) as exit_info:
@@ -191,7 +191,7 @@ def _interrupt(proc: subprocess.Popen) -> tuple[float, str]:
 def test_ctrl_c_stops_within_two_seconds_and_records_episodes_in_flight_as_interrupted(tmp_path, server):
     log = tmp_path / "slow.jsonl"
     server.behave(sleep_s=30)  # every answer in flight when the interrupt comes
-    proc = start(*CHAIN, "--num-episodes", "8", "--base-url", server.base_url, "--model", "m", "--concurrency", "4",
+    proc = start(*CHAIN, "--max-tasks", "8", "--base-url", server.base_url, "--model", "m", "--concurrency", "4",
                  "--out", str(tmp_path / "slow"))  # fmt: skip
     wait_for(lambda: len(server.requests) == 4)
     seconds, err = _interrupt(proc)
@@ -201,7 +201,7 @@ def test_ctrl_c_stops_within_two_seconds_and_records_episodes_in_flight_as_inter
     assert len(records) == 4 and all(r["interrupted"] and r["error"] == "interrupted" for r in records)
     # During a back-off (every request fails; 30 s before the next try).
     server.behave(always_fail=True)
-    proc = start(*CHAIN, "--num-episodes", "8", "--base-url", server.base_url, "--model", "m", "--concurrency", "2",
+    proc = start(*CHAIN, "--max-tasks", "8", "--base-url", server.base_url, "--model", "m", "--concurrency", "2",
                  "--retry-backoff", "30", "--out", str(tmp_path / "backoff"))  # fmt: skip
     n_before = len(server.requests)
     wait_for(lambda: len(server.requests) >= n_before + 2)
@@ -211,7 +211,7 @@ def test_ctrl_c_stops_within_two_seconds_and_records_episodes_in_flight_as_inter
 
 
 def test_sigkill_then_resume_equals_an_uninterrupted_run_episode_by_episode(tmp_path, server):
-    common = [*CHAIN, "--num-episodes", "24", "--base-url", server.base_url, "--model", "m", "--concurrency", "3"]
+    common = [*CHAIN, "--max-tasks", "24", "--base-url", server.base_url, "--model", "m", "--concurrency", "3"]
     whole = cli(*common, "--out", str(tmp_path / "whole"))
     assert whole.returncode == 0, whole.stderr
     seeds_whole = {r["seed"] for r in server.requests}
@@ -235,7 +235,7 @@ def test_sigkill_then_resume_equals_an_uninterrupted_run_episode_by_episode(tmp_
 
 def test_errored_episodes_make_the_run_fail_unless_accepted(tmp_path, server):
     server.behave(always_fail=True)  # /models answers; every completion fails
-    common = [*CHAIN, "--num-episodes", "3", "--base-url", server.base_url, "--model", "m", "--max-retries", "0"]
+    common = [*CHAIN, "--max-tasks", "3", "--base-url", server.base_url, "--model", "m", "--max-retries", "0"]
     failed = cli(*common, "--out", str(tmp_path / "e"))
     assert failed.returncode == 1 and "Traceback" not in failed.stderr
     assert "evaluate: 3 of 3 episodes failed (first: HTTP 500" in failed.stderr.strip().splitlines()[-1]

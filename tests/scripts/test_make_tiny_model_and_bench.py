@@ -18,7 +18,7 @@ def test_make_tiny_model_saves_a_model_autotokenizer_loads_with_its_words(tmp_pa
     out = tmp_path / "tiny"
     env_kwargs = json.dumps({"horizon": 3, "num_branches": 1, "num_tasks": 2})
     command = [sys.executable, str(ROOT / "scripts" / "make_tiny_model.py"), "--out", str(out),
-               "--env-kwargs", env_kwargs, "--num-tasks", "2", "--max-steps", "4", "--hidden-size", "32",
+               "--env-kwargs", env_kwargs, "--num-tasks", "2", "--max-env-steps", "4", "--hidden-size", "32",
                "--sft-steps", "2", "--fork-noise", "0.5", "--cpu"]  # fmt: skip
     result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -29,6 +29,23 @@ def test_make_tiny_model_saves_a_model_autotokenizer_loads_with_its_words(tmp_pa
     assert tokenizer.convert_ids_to_tokens(ids) == tokens
     assert tokenizer.unk_token_id not in ids
     assert model.config.vocab_size == len(tokenizer) and tokenizer.chat_template
+
+
+def test_make_tiny_model_takes_max_steps_as_a_deprecated_alias(tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_tiny_model", ROOT / "scripts" / "make_tiny_model.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    common = ["--env-kwargs", json.dumps({"horizon": 3, "num_branches": 1, "num_tasks": 2}), "--num-tasks", "2",
+              "--hidden-size", "16"]  # fmt: skip
+    script.main([*common, "--max-env-steps", "37", "--out", str(tmp_path / "new")])
+    with pytest.warns(FutureWarning, match="--max-steps is deprecated and will be removed in the next release; "
+                      "use --max-env-steps"):  # fmt: skip
+        script.main([*common, "--max-steps", "37", "--out", str(tmp_path / "old")])
+    new, old = (AutoTokenizer.from_pretrained(tmp_path / name) for name in ("new", "old"))
+    assert "37" in new.get_vocab()  # the step limit is rendered in the prompts the vocabulary is read from
+    assert new.get_vocab() == old.get_vocab()
 
 
 @pytest.mark.slow

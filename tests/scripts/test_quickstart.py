@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ def test_quickstart_smoke_writes_curve_and_before_after_summary(tmp_path):
     quickstart_cpu, _ = _scripts()
     summary = quickstart_cpu.main(
         ["--env", "GACA-CriticalChain-v0", "--out", str(tmp_path), "--sft-steps", "2", "--iterations", "1",
-         "--eval-episodes", "1"]
+         "--eval-rollouts-per-task", "1"]
     )  # fmt: skip
     assert summary["iterations"] == 1 and summary["estimator"] == "gaca"
     for key in ("before", "after"):
@@ -38,7 +39,7 @@ def test_quickstart_smoke_writes_curve_and_before_after_summary(tmp_path):
 def test_quickstart_alfworld_smoke_measures_held_out_and_train_games(tmp_path):
     quickstart_cpu, _ = _scripts()
     summary = quickstart_cpu.main(
-        ["--out", str(tmp_path), "--sft-steps", "2", "--iterations", "1", "--eval-episodes", "1",
+        ["--out", str(tmp_path), "--sft-steps", "2", "--iterations", "1", "--eval-rollouts-per-task", "1",
          "--train-games", "8", "--eval-games", "2", "--train-eval-tasks", "3", "--hidden-size", "32"]
     )  # fmt: skip
     assert summary["env"] == "GACA-ALFWorld-v0" and summary["iterations"] == 1
@@ -61,7 +62,7 @@ def test_expert_steps_step_noise_replaces_demonstrations_with_admissible_actions
 
     _, make_tiny_model = _scripts()
     generate(tmp_path, 2, seed=1, split="train", difficulty="easy", engine="native")
-    kwargs = {"data_path": str(tmp_path), "split": "train", "max_steps": 10}
+    kwargs = {"data_path": str(tmp_path), "split": "train", "max_env_steps": 10}
     import gymnasium as gym
 
     probe = gym.make("GACA-ALFWorld-v0", **kwargs)
@@ -153,7 +154,7 @@ def _demo_games(tmp_path, n: int) -> tuple[dict, list[str]]:
     from gaca_envs.alfworld.generate import generate
 
     generate(tmp_path, n, seed=1, split="train", difficulty="easy", engine="native")
-    kwargs = {"data_path": str(tmp_path), "split": "train", "max_steps": 10}
+    kwargs = {"data_path": str(tmp_path), "split": "train", "max_env_steps": 10}
     probe = gym.make("GACA-ALFWorld-v0", **kwargs)
     ids = list(probe.unwrapped.task_ids)
     probe.close()
@@ -307,3 +308,43 @@ def test_env_takes_gym_ids_and_the_old_short_names_with_a_deprecation_warning():
     with pytest.warns(FutureWarning, match="--env criticalchain is deprecated .*; use --env GACA-CriticalChain-v0"):
         old = quickstart.parse_args(["--env", "criticalchain"])
     assert old.config == quickstart.parse_args(["--env", "GACA-CriticalChain-v0"]).config
+
+
+def test_the_quickstart_yaml_renders_the_same_prompts_as_with_the_old_spellings(tmp_path):
+    import gymnasium as gym
+    import yaml
+
+    quickstart_cpu, warm_start = _scripts()
+    text = (ROOT / "configs" / "quickstart_cpu_alfworld.yaml").read_text()
+    assert '"max_env_steps": 10' in text and "{max_env_steps}" in text and '"max_steps"' not in text
+    old_text = text.replace('"max_env_steps": 10', '"max_steps": 10').replace("{max_env_steps}", "{max_steps}")
+    new_file, old_file = tmp_path / "new.yaml", tmp_path / "old.yaml"
+    new_file.write_text(text)
+    old_file.write_text(old_text)
+    games, ids = _demo_games(tmp_path / "games", 2)
+    rendered = []
+    for path in (new_file, old_file):
+        fields, env_kwargs = quickstart_cpu.load_config(path, tmp_path / "out", {})
+        env_kwargs["data_path"] = games["data_path"]
+        prompts = quickstart_cpu.prompt_builder(fields)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            env = gym.make("GACA-ALFWorld-v0", **env_kwargs)
+            cap = env.unwrapped.max_env_steps
+            env.close()
+            pairs = warm_start.expert_steps(
+                fields["env_id"], env_kwargs, ids, fields["history_length"], fields["max_env_steps"], seed=0,
+                prompts=prompts, step_noise=0.5,
+            )  # fmt: skip
+        deprecations = [w for w in caught if issubclass(w.category, FutureWarning)]
+        assert bool(deprecations) == (path == old_file)  # only the old env kwarg warns
+        rendered.append((cap, {k: v for k, v in yaml.safe_load(path.read_text()).items() if k != "env_kwargs"},
+                         pairs))  # fmt: skip
+    (new_cap, new_yaml, new_pairs), (old_cap, old_yaml, old_pairs) = rendered
+    assert new_cap == old_cap == 10 and len(new_pairs) > 4
+    assert new_pairs == old_pairs  # every message and response, byte for byte
+    assert "of 10. Observation:" in new_pairs[0][0][-1]["content"]
+    # Every other GACAConfig field is the same.
+    assert {k: v for k, v in new_yaml.items() if k != "prompt_template"} == {
+        k: v for k, v in old_yaml.items() if k != "prompt_template"
+    }

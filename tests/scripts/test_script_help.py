@@ -34,7 +34,13 @@ for name in sys.argv[1:]:
     missing = [] if parser is None else [
         a.option_strings[0] for a in parser._actions if a.option_strings and a.dest != "help" and not a.help
     ]
-    report[name] = {"stopped": stopped, "usage": out.getvalue().startswith("usage:"), "no_help": missing}
+    options = [] if parser is None else [o for a in parser._actions for o in a.option_strings]
+    aliases = {} if parser is None else {
+        a.option_strings[0]: a.help.split("deprecated alias of ", 1)[1] for a in parser._actions
+        if a.option_strings and (a.help or "").startswith("deprecated alias of ")
+    }
+    report[name] = {"stopped": stopped, "usage": out.getvalue().startswith("usage:"), "no_help": missing,
+                    "options": options, "aliases": aliases}
 print("REPORT" + json.dumps(report))
 """
 
@@ -50,3 +56,17 @@ def test_every_script_prints_its_usage_on_help_and_documents_every_option():
     undocumented = {name: entry["no_help"] for name, entry in report.items() if entry["no_help"]}
     assert ran == [], f"--help did not print the usage and stop: {ran}"
     assert undocumented == {}, f"options without help: {undocumented}"
+    # Renamed options keep their old spelling for one release, each saying which option it stands for.
+    aliases = {name: entry["aliases"] for name, entry in report.items() if entry["aliases"]}
+    assert aliases == {
+        "compare_estimators.py": {"--eval-episodes": "--eval-rollouts-per-task"},
+        "evaluate.py": {
+            "--num-episodes": "--max-tasks",
+            "--repeats": "--rollouts-per-task",
+            "--max-steps": "--max-env-steps",
+        },
+        "make_tiny_model.py": {"--max-steps": "--max-env-steps"},
+        "quickstart_cpu.py": {"--eval-episodes": "--eval-rollouts-per-task"},
+    }
+    for name, renamed in aliases.items():
+        assert set(renamed.values()) <= set(report[name]["options"]), name

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 VERL_AGENT = {
     "tasks_per_iteration": (16, 16),  # data.train_batch_size
     "rollouts_per_task": (8, 8),  # env.rollout.n
-    "max_env_steps": (50, 15),  # env.max_steps
+    "max_env_steps": (50, 15),  # env.max_steps (verl-agent's name)
     "max_prompt_length": (2048, 4096),  # data.max_prompt_length
     "max_completion_length": (512, 512),  # data.max_response_length
     "mini_batch_rows": (256 * 8, 64 * 8),  # actor.ppo_mini_batch_size x group size

@@ -89,7 +89,7 @@ def test_non_string_action_and_step_after_end_raise(env, games):
 
 
 def test_truncated_at_max_steps(alfworld_root, games):
-    env = ALFWorldEnv(data_path=alfworld_root, max_steps=3)
+    env = ALFWorldEnv(data_path=alfworld_root, max_env_steps=3)
     env.reset(options={"task_id": games[0]["task_id"]})
     ends = [env.step("look")[2:4] for _ in range(3)]
     assert ends == [(False, False), (False, False), (False, True)]
@@ -171,8 +171,8 @@ def test_make_by_module_path_without_importing_the_package(alfworld_root):
 def test_constructor_validation(alfworld_root, tmp_path):
     with pytest.raises(ValueError, match="split must be one of train, valid_seen, valid_unseen, got 'dev'"):
         ALFWorldEnv(split="dev")
-    with pytest.raises(ValueError, match="max_steps must be an int >= 1, got 0"):
-        ALFWorldEnv(max_steps=0)
+    with pytest.raises(ValueError, match="max_env_steps must be an int >= 1, got 0"):
+        ALFWorldEnv(max_env_steps=0)
     with pytest.raises(ValueError, match="engine must be one of 'native', 'textworld', got 'fast'"):
         ALFWorldEnv(engine="fast")
     with pytest.raises(FileNotFoundError, match="holds no json_2.1.1 folder"):

@@ -98,7 +98,7 @@ def test_engine_level_invalid_commands_match(game_files):
 
 
 def test_save_restore_then_replay_gives_identical_steps(game_files):
-    env = gym.make("GACA-ALFWorld-v0", game_files=[str(f) for f in game_files], max_steps=200)
+    env = gym.make("GACA-ALFWorld-v0", game_files=[str(f) for f in game_files], max_env_steps=200)
     rng = random.Random(0)
     for task_id in env.unwrapped.task_ids:
         obs, info = env.reset(options={"task_id": task_id})
@@ -120,7 +120,7 @@ def test_save_restore_then_replay_gives_identical_steps(game_files):
             if step[2] or step[3]:
                 break
         # Restore in this env (after playing on), and in a fresh env that played another game.
-        other = gym.make("GACA-ALFWorld-v0", game_files=[str(f) for f in game_files], max_steps=200)
+        other = gym.make("GACA-ALFWorld-v0", game_files=[str(f) for f in game_files], max_env_steps=200)
         other.reset(options={"task_id": env.unwrapped.task_ids[0]})
         for target in (env, other):
             target.unwrapped.restore_state(snapshot)

@@ -84,7 +84,7 @@ def test_pickled_env_continues_with_the_same_observations(files):
 def test_step_counts_through_gym_make_equal_the_envs_own(files):
     # Registration adds no TimeLimit: gym.make's env ends episodes exactly where the env does,
     # for the default limit and for a raised one.
-    for kwargs in ({}, {"max_steps": 60}, {"max_steps": 7}):
+    for kwargs in ({}, {"max_env_steps": 60}, {"max_env_steps": 7}):
         made = gym.make("GACA-ALFWorld-v0", game_files=files, **kwargs)
         direct = ALFWorldEnv(game_files=files, **kwargs)
         lengths = []
@@ -95,7 +95,7 @@ def test_step_counts_through_gym_make_equal_the_envs_own(files):
                 _, _, terminated, truncated, _ = env.step("xyzzy")
                 steps, done = steps + 1, terminated or truncated
             lengths.append((steps, terminated, truncated))
-        assert lengths[0] == lengths[1] == (kwargs.get("max_steps", 50), False, True)
+        assert lengths[0] == lengths[1] == (kwargs.get("max_env_steps", 50), False, True)
 
 
 def test_restore_then_act_equals_continuing_over_random_walks(files):

@@ -232,7 +232,7 @@ def test_expert_action_follows_the_oracle_and_wins(app, shop):
 
 
 def test_expert_recovers_after_leaving_its_plan(app, shop):
-    env = WebShopEnv(app=app, split="all", expert=True, max_steps=30)
+    env = WebShopEnv(app=app, split="all", expert=True, max_env_steps=30)
     _, info = env.reset(options={"task_id": 3})
     plan = oracle_actions(shop, 3)
     _, _, _, _, info = env.step("search[zzz qqq]")  # off the plan: another search
