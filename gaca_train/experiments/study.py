@@ -264,8 +264,9 @@ def alfworld_jobs(args: argparse.Namespace, fields: dict, env_kwargs: dict, befo
         roots = min(args.branch_roots, max(1, fields["rollouts_per_task"] // 2))  # the budget needs spare slots
         branch = {"branching": crit, "branch_points": args.branch_points, "branch_roots": roots}
         runs = [("main", label, estimator, {}, estimator) for label, estimator in BRANCHING_RUNS.items()]
+        branched = args.branch_estimators or args.estimators
         runs += [("main", f"{label} + branching", estimator, branch, f"{estimator}-branch-{crit}")
-                 for label, estimator in BRANCHING_RUNS.items()]  # fmt: skip
+                 for label, estimator in BRANCHING_RUNS.items() if estimator in branched]  # fmt: skip
     runs = [run for run in runs if run[2] in args.estimators]
     for lambda0, eta in itertools.product(args.sweep_lambda0, args.sweep_eta):
         options = {"lambda0": lambda0, "eta": eta}
@@ -406,6 +407,13 @@ def make_parser() -> argparse.ArgumentParser:
         choices=("grpo", "gigpo", "gaca", "reweight"),
         default=["grpo", "gigpo", "gaca", "reweight"],
         help="alfworld: the estimators to run (default: all; with --branching, reweight has no branching runs)",
+    )
+    parser.add_argument(
+        "--branch-estimators",
+        nargs="+",
+        choices=("grpo", "gigpo", "gaca"),
+        default=None,
+        help="alfworld with --branching: the estimators that also run with branching (default: --estimators)",
     )
     parser.add_argument("--branch-roots", type=int, default=4, help="branching: root rollouts per group")
     parser.add_argument("--branch-points", type=int, default=2, help="branching: branch points per group")

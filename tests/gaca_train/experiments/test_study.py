@@ -203,3 +203,19 @@ def test_the_report_reads_results_written_with_the_old_option_names(tmp_path):
     old = alfworld_report(tmp_path / "old", {"args": old_args, "results": results})
     new = alfworld_report(tmp_path / "new", {"args": new_args, "results": results})
     assert old == new and "2 seeds" in old and f"{args.eval_games * 2} sampled episodes" in old
+
+
+def test_alfworld_jobs_run_the_chosen_estimators_and_branch_only_the_chosen_ones(tmp_path):
+    from gaca_train.experiments.study import alfworld_jobs
+
+    argv = ["--setup", "alfworld", "--out", str(tmp_path), "--seeds", "0-1", "--estimators", "grpo", "gigpo", "gaca"]
+    args = parse_args([*argv, "--branching", "nll", "--branch-estimators", "gigpo"])
+    fields = {"rollouts_per_task": 8, "tasks_per_iteration": 8, "seed": 0}
+    jobs = alfworld_jobs(args, fields, {}, before=0.1)
+    assert [j["label"] for j in jobs if j["fields"]["seed"] == 1] == ["GRPO", "GiGPO", "GACA", "GiGPO + branching"]
+    branched = [j for j in jobs if j["label"] == "GiGPO + branching"]
+    assert all(j["fields"]["branching"] == "nll" and j["fields"]["estimator"] == "gigpo" for j in branched)
+    assert all("branching" not in j["fields"] for j in jobs if j["label"] != "GiGPO + branching")
+    # Without --branch-estimators every chosen estimator (reweight has no branching run) also branches.
+    jobs = alfworld_jobs(parse_args([*argv, "--branching", "nll"]), fields, {}, before=0.1)
+    assert len({j["label"] for j in jobs}) == 6
