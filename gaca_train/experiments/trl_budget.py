@@ -172,6 +172,7 @@ class TokenCounter:
         self.tool = tool
         self.uses_template = supports_tool_calling(tokenizer)
         self._calls: dict[str, int] = {}
+        self._answer_prefix: list[int] | None = None
 
     def count(self, episode: Episode) -> EpisodeCounts:
         """The episode's size in tokens."""
@@ -214,8 +215,10 @@ class TokenCounter:
         # TRL's _get_tool_suffix_ids: a dummy call of the same tool, then the tool message and the generation prompt.
         call = {"type": "function", "function": {"name": TOOL_NAME, "arguments": {}}}
         dummy = [{"role": "user", "content": "dummy"}, {"role": "assistant", "content": "", "tool_calls": [call]}]
-        before = self._trim_to_eos(self._ids(dummy, generation_prompt=False))
-        return len(self._suffix(before, self._ids(dummy + [tool_message(answer)], generation_prompt=True)))
+        if self._answer_prefix is None:
+            self._answer_prefix = self._trim_to_eos(self._ids(dummy, generation_prompt=False))
+        after = self._ids(dummy + [tool_message(answer)], generation_prompt=True)
+        return len(self._suffix(self._answer_prefix, after))
 
     def _trim_to_eos(self, ids: list[int]) -> list[int]:
         eos = [i for i, token in enumerate(ids) if token == self.tokenizer.eos_token_id]
