@@ -34,15 +34,15 @@ so each env's reward is logged apart.
 **Completion length.** TRL counts everything after the prompt against ``max_completion_length``
 (512 tokens by default): each turn's tool call *and* each tool answer. An episode that outgrows it
 stops where it stands (TRL drops the answer that would overflow and calls no more tools) and is
-scored as the env stands then. An ALFWorld step costs about 250 Qwen2.5 tokens: a call of about
-23 and an answer of about 226 with its template (586 characters of observation and admissible
-actions on average, whose object numbers and list marks make about 2.75 characters a token), so
-512 tokens hold two steps. Fifty steps, ALFWorld's limit, took 11,900 tokens at the median and at most 19,400 (100
-generated games played by a random agent), so ``max_completion_length=20480`` with
+scored as the env stands then. ``python scripts/trl_budget.py`` measures the budget: 100 generated
+ALFWorld games played through this adapter by a seeded random agent for up to 50 steps. A step
+costs 673 characters on average (a call of 60, an answer of 614); fifty steps took 31,984
+characters at the median and at most 49,396. ``--tokenizer`` counts them in a model's tokens, with
+its chat template, as TRL builds the sequence, and prints the ``max_completion_length`` that covers
+them: at 2.5-2.7 characters a token, ``max_completion_length=20480`` with
 ``max_tool_calling_iterations=50`` lets the step limit, not the token budget, end an episode.
 Budget the model's own text per turn on top (Qwen3 thinks unless
-``chat_template_kwargs={"enable_thinking": False}``), or lower the env's ``max_env_steps`` and budget
-about 250 tokens a step.
+``chat_template_kwargs={"enable_thinking": False}``), or lower the env's ``max_env_steps``.
 
 This module imports neither TRL nor ``datasets`` at import time (``task_dataset`` imports
 ``datasets`` when called): importing it loads no torch, like the rest of gaca_envs.
