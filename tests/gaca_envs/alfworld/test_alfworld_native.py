@@ -310,3 +310,30 @@ def test_rare_paths_match_textworld(parity_root, tmp_path):
             sliced |= a.observation.startswith("You sliced")
             shared |= "Next to it, you see a " in a.observation
     assert sliced and shared
+
+
+def test_engines_share_a_built_game_and_play_it_as_a_fresh_build(game_files, tmp_path):
+    from gaca_envs.alfworld.engines.native import engine as native_engine
+
+    path = tmp_path / "game.tw-pddl"
+    path.write_bytes(game_files[2].read_bytes())
+    first, second = NativeEngine(), NativeEngine()
+    first.load(str(path))
+    second.load(str(path))
+    assert second._game is first._game  # built once, shared by the process's engines
+    native_engine._GAMES.clear()
+    fresh = NativeEngine()
+    fresh.load(str(path))
+    assert fresh._game is not first._game
+    rng = random.Random(0)
+    states = [engine.reset() for engine in (first, second, fresh)]
+    for _ in range(30):  # the shared game and a fresh build answer a walk alike, step by step
+        assert states[0] == states[1] == states[2]
+        command = rng.choice(sorted(states[0].admissible_commands))
+        states = [engine.step(command) for engine in (first, second, fresh)]
+    # A rewritten file is built again, not served from the cache.
+    game = json.loads(path.read_text())
+    game["pddl_domain"] = game["pddl_domain"].replace("(opened ?r)\n", "", 1)
+    path.write_text(json.dumps(game))
+    with pytest.raises(GameFileError, match="not ALFWorld's alfred.pddl"):
+        NativeEngine().load(str(path))

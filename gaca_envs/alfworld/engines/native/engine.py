@@ -21,7 +21,8 @@ TextWorld's own bookkeeping quirks:
 
 from __future__ import annotations
 
-from collections import Counter
+import os
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -126,6 +127,15 @@ def _domain_signature(domain: str, what: str) -> tuple[dict[str, tuple[str, ...]
     return predicates, types
 
 
+# Built games shared by every engine of the process, keyed by file, size and modification time: the envs of a
+# vector env load the same few games (a group's rollouts share one), and a branching continuation restores a
+# snapshot into an env that last played another game. A :class:`_Game` is never changed by a step (its lazily
+# filled caches hold only what the game's own facts determine), so engines can share one. Bounded, least
+# recently used first out.
+_GAMES: OrderedDict[tuple, _Game] = OrderedDict()
+_GAMES_MAX = 128
+
+
 @dataclass
 class _Game:
     """Everything about a loaded game that no step changes."""
@@ -199,6 +209,17 @@ class NativeEngine:
                 types or objects, missing facts, a grammar the engine cannot read).
         """
         self._game = self._pending = None
+        try:
+            stat = os.stat(game_file)
+            key: tuple | None = (os.path.abspath(game_file), stat.st_size, stat.st_mtime_ns)
+        except OSError:
+            key = None  # read_game_file names the problem
+        game = _GAMES.get(key) if key is not None else None
+        if game is not None and game.file == game_file:
+            _GAMES.move_to_end(key)
+            self._game = game
+            self._command_cache.clear()
+            return
         data = read_game_file(game_file)
         what = f"cannot load ALFWorld game file {game_file}"
         domain = self._domains.get(data["pddl_domain"])
@@ -217,6 +238,10 @@ class NativeEngine:
         rules, actions = parse_twl2(data["grammar"], what, self._grammar_cache)
         self._game = self._build(game_file, what, problem, (predicates, params), rules, actions)
         self._command_cache.clear()
+        if key is not None:
+            _GAMES[key] = self._game
+            if len(_GAMES) > _GAMES_MAX:
+                _GAMES.popitem(last=False)
 
     def _build(self, game_file, what, problem, domain, rules, actions) -> _Game:
         predicates, params = domain
