@@ -7,6 +7,11 @@ independent rollouts of a scripted policy: at each step the expert's action with
 ``p_expert``, else a uniformly random admissible one (``p_expert`` 0: a random agent; the trained
 LLM lies between). The share of rows with an anchor partner and the mean anchor-group size are
 reported by step index (:func:`gaca_train.experiments.study_report.coverage_rows`).
+
+Each setting is also played as branching rollouts (:mod:`gaca_train.branching`): half the slots are roots,
+2 branch points per group chosen at random (``uniform``: a scripted policy has no NLL), continuations
+restored from env snapshots within the independent setting's env steps. Their rows add a column: the
+coverage at branch points (a continuation's first row and its parent's row at that step).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from gaca_train.advantages import StepRows, compute_advantages
+from gaca_train.branching import Branching, play_tree
 from gaca_train.episodes import Decision, EnvList, Turn, play
 
 SETTINGS = (("easy", 10), ("real", 50))  # (room difficulty, horizon)
@@ -55,16 +61,23 @@ def coverage_results(games: int, rollouts: int, seed: int) -> list[dict[str, Any
             envs = EnvList([gym.make("GACA-ALFWorld-v0", **kwargs) for _ in range(rollouts)])
             task_ids = list(envs.envs[0].unwrapped.task_ids)
             for p in P_EXPERT:
-                coverage, rng = new_coverage(), random.Random(seed)
-                for g, task in enumerate(task_ids):
-                    played = play(envs, [task] * rollouts, _NoisyExpert(p, rng), horizon, seed=seed + g)
-                    rows = StepRows.from_steps(
-                        [{"group": 0, "traj": t.env_index, "step": t.step, "anchor_key": t.info["anchor_key"],
-                          "reward": t.reward, "nll": 1.0, "valid": True} for t in played.transitions]
-                    )  # fmt: skip
-                    add_coverage(coverage, rows, compute_advantages(rows, "gigpo"), [-1] * len(rows))
-                label = f"{difficulty} rooms, {horizon} steps, p_expert {p}"
-                results.append({"label": label, "curves": {"coverage": coverage}, "games": len(task_ids)})
+                for branching in (None, Branching("uniform", max(1, rollouts // 2), 2, 2, "env_steps")):
+                    coverage, rng = new_coverage(), random.Random(seed)
+                    for g, task in enumerate(task_ids):
+                        policy, tasks = _NoisyExpert(p, rng), [task] * rollouts
+                        if branching is None:
+                            played, parents = play(envs, tasks, policy, horizon, seed=seed + g), [-1] * rollouts
+                        else:
+                            played = play_tree(envs, tasks, policy, horizon, branching, seed=seed + g, rng=rng)
+                            parents = played.parents
+                        rows = StepRows.from_steps(
+                            [{"group": 0, "traj": t.env_index, "step": t.step, "anchor_key": t.info["anchor_key"],
+                              "reward": t.reward, "nll": 1.0, "valid": True} for t in played.transitions]
+                        )  # fmt: skip
+                        parent = [parents[t.env_index] for t in played.transitions]
+                        add_coverage(coverage, rows, compute_advantages(rows, "gigpo", parent=parent), parent)
+                    label = f"{difficulty} rooms, {horizon} steps, p_expert {p}" + (", branching" if branching else "")
+                    results.append({"label": label, "curves": {"coverage": coverage}, "games": len(task_ids)})
     return results
 
 
@@ -73,13 +86,14 @@ def coverage_report(out: str, results: list[dict[str, Any]], args: Any) -> str:
     from gaca_train.experiments.study_report import coverage_rows
 
     lines = [
-        "# Anchor coverage of independent rollouts on generated ALFWorld rooms",
+        "# Anchor coverage of independent and branching rollouts on generated ALFWorld rooms",
         "",
         f"{results[0]['games']} games per setting x {args.coverage_rollouts} rollouts; expert action with "
-        "probability p_expert, else a random admissible one. Share of rows with an anchor partner / mean "
-        "anchor-group size of the rows, by step index:",
+        "probability p_expert, else a random admissible one; `branching`: half the slots roots, 2 random branch "
+        "points per group, continuations within the independent env steps. Share of rows with an anchor partner / "
+        "mean anchor-group size of the rows, by step index and at branch points:",
         "",
-        *coverage_rows(results, branch_points=False),
+        *coverage_rows(results),
     ]
     text = "\n".join(lines) + "\n"
     Path(out, "summary.md").write_text(text)

@@ -94,16 +94,21 @@ def test_coverage_setup_measures_partnered_rows_by_step_on_both_room_kinds(tmp_p
     summary = main(args)
     rows = [line for line in summary.splitlines() if line.startswith("| easy") or line.startswith("| real")]
     assert [r.split(" | ")[0] for r in rows] == [
-        "| easy rooms, 10 steps, p_expert 0.0",
-        "| easy rooms, 10 steps, p_expert 0.5",
-        "| real rooms, 50 steps, p_expert 0.0",
-        "| real rooms, 50 steps, p_expert 0.5",
+        f"| {setting}, p_expert {p}{kind}"
+        for setting in ("easy rooms, 10 steps", "real rooms, 50 steps")
+        for p in ("0.0", "0.5")
+        for kind in ("", ", branching")
     ]
     # Every rollout of a game starts in the same state: step 0 always has partners, in a group of the 3 rollouts
-    # (or more, when a rollout comes back to its start).
+    # (or more, when a rollout comes back to its start); a branching group's roots share it too.
+    independent = [r for r in rows if "branching" not in r]
     assert all(float(r.split(" | ")[1].split(" / ")[0]) == 1.0 for r in rows)
-    assert all(float(r.split(" | ")[1].split(" / ")[1]) >= 3.0 for r in rows)
-    assert rows[2].count(" - ") < rows[0].count(" - ")  # the 50-step horizon reaches the later step bands
+    assert all(float(r.split(" | ")[1].split(" / ")[1]) >= 3.0 for r in independent)
+    assert independent[2].count(" - ") < independent[0].count(" - ")  # the 50-step horizon reaches later bands
+    # At a branch point the continuation and its parent stand in the same state: every such row has a partner.
+    for r in rows:
+        at_branch = r.rstrip(" |").split(" | ")[-1]
+        assert (at_branch == "-") if "branching" not in r else float(at_branch.split(" / ")[0]) == 1.0
 
 
 def test_seeds_are_a_range_a_list_or_one_seed_and_the_jobs_use_those_seeds():
