@@ -8,7 +8,8 @@
 - :mod:`gaca_train.experiments.synthetic`: a synthetic ALFWorld-sized batch of step rows (benchmark, demo).
 - :mod:`gaca_train.experiments.train`: the TRL-style training command line (``scripts/train.py``).
 - :mod:`gaca_train.experiments.bench_trainer`: time per trainer iteration, by part (``scripts/bench_trainer.py``).
-- :mod:`gaca_train.experiments.trl_budget`: the plain-TRL completion budget of ALFWorld episodes (``scripts/trl_budget.py``).
+- :mod:`gaca_train.experiments.trl_budget`: the plain-TRL completion budget of ALFWorld episodes
+  (``scripts/trl_budget.py``).
 
 The scripts in ``scripts/`` are thin command-line wrappers of these modules.
 """
