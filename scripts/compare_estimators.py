@@ -2,7 +2,7 @@
 
     python scripts/compare_estimators.py --out runs/compare            # full study (~10-20 min, 2 cores)
     python scripts/compare_estimators.py --out runs/smoke --smoke      # seconds, for CI
-    python scripts/compare_estimators.py --setup alfworld --out runs/compare-alfworld   # ~90 min, 2 cores
+    python scripts/compare_estimators.py --setup alfworld --out runs/compare-alfworld   # ~3 h, 2 cores
     python scripts/compare_estimators.py --setup alfworld --out runs/compare-alfworld --sweep-eta 0.5 1.0  # +10 runs
     python scripts/compare_estimators.py --out runs/compare-alfworld --report-only   # table + PNG again
 
