@@ -39,9 +39,15 @@ def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, SCRIPT, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
 
 
+def _default_sigint() -> None:
+    # A child inherits an ignored SIGINT (as a shell's background job does), and Python then keeps ignoring it;
+    # whatever ran before in this process, the evaluator under test starts as a terminal would start it.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start(*args: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, SCRIPT, *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)  # fmt: skip
+                            text=True, start_new_session=True, preexec_fn=_default_sigint)  # fmt: skip
 
 
 def episodes(path: Path) -> list[dict]:
