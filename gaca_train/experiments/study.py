@@ -406,7 +406,7 @@ def make_parser() -> argparse.ArgumentParser:
         nargs="+",
         choices=("grpo", "gigpo", "gaca", "reweight"),
         default=["grpo", "gigpo", "gaca", "reweight"],
-        help="alfworld: the estimators to run (default: all; with --branching, reweight has no branching runs)",
+        help="alfworld: the estimators to run (default: all; with --branching, not reweight)",
     )
     parser.add_argument(
         "--branch-estimators",
