@@ -82,6 +82,11 @@ def main(script_args: ScriptArguments, training_args: GACAConfig, model_args: Mo
     if script_args.save_final_model:
         trainer.save_model(training_args.output_dir)
         trainer.accelerator.print(f"Model saved to {training_args.output_dir}")
+    # Tear the process group down before the interpreter does: left to exit, a rank's gloo threads can
+    # be destroyed while still joinable, which aborts that rank ("terminate called without an active
+    # exception") after a run that finished. No-op in a single process.
+    trainer.accelerator.wait_for_everyone()
+    trainer.accelerator.end_training()
 
 
 def dry_run_memory_plan(training_args: GACAConfig, model_args: ModelConfig) -> str:
