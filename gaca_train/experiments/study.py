@@ -259,11 +259,10 @@ def alfworld_jobs(args: argparse.Namespace, fields: dict, env_kwargs: dict, befo
     """One job per estimator (and sweep point) x seed, all from ``--out/warm/model``."""
     out = Path(args.out)
     runs = [("main", label, estimator, options, estimator) for label, (estimator, options) in ESTIMATOR_RUNS.items()]
-    if args.branching:  # independent vs branching (the first criterion) for GRPO, GiGPO and GACA
+    if args.branching:  # and with branching (the first criterion) for GRPO, GiGPO and GACA (reweight: independent)
         crit = args.branching[0]
         roots = min(args.branch_roots, max(1, fields["rollouts_per_task"] // 2))  # the budget needs spare slots
         branch = {"branching": crit, "branch_points": args.branch_points, "branch_roots": roots}
-        runs = [("main", label, estimator, {}, estimator) for label, estimator in BRANCHING_RUNS.items()]
         branched = args.branch_estimators or args.estimators
         runs += [("main", f"{label} + branching", estimator, branch, f"{estimator}-branch-{crit}")
                  for label, estimator in BRANCHING_RUNS.items() if estimator in branched]  # fmt: skip
@@ -406,7 +405,7 @@ def make_parser() -> argparse.ArgumentParser:
         nargs="+",
         choices=("grpo", "gigpo", "gaca", "reweight"),
         default=["grpo", "gigpo", "gaca", "reweight"],
-        help="alfworld: the estimators to run (default: all; with --branching, not reweight)",
+        help="alfworld: the estimators to run (default: all; with --branching, reweight runs independent only)",
     )
     parser.add_argument(
         "--branch-estimators",

@@ -22,6 +22,12 @@ from gaca_train.eval_report import t975
 
 # Paired comparisons (a, b): a row of the per-seed difference a - b.
 PAIRS = [("GiGPO", "GRPO"), ("GACA", "GRPO"), ("NLL reweight", "GRPO"), ("GACA", "GiGPO")]
+# The ALFWorld study's: also each estimator with branching against itself, and GACA against GiGPO with branching.
+ALFWORLD_PAIRS = [
+    *PAIRS,
+    *((f"{label} + branching", label) for label in ("GRPO", "GiGPO", "GACA")),
+    ("GACA + branching", "GiGPO + branching"),
+]
 TABLE_HEADER = ["| run | seeds | final success | area under curve |", "|---|---|---|---|"]
 PAIRED_HEADER = [
     "Paired by seed (same initialisation and task order); difference, mean ± 95% t-interval:",
@@ -270,7 +276,7 @@ def alfworld_report(out: str | os.PathLike[str], data: dict) -> str:
         *rows,
         "",
         *PAIRED_HEADER,
-        *paired_rows(results, PAIRS + [(f"{lab} + branching", lab) for lab in ("GRPO", "GiGPO", "GACA")]),
+        *paired_rows(results, ALFWORLD_PAIRS),
         "",
         f"Rollout success on the training games ({per_iteration} sampled episodes per iteration), mean over "
         f"the first and the last {every} iterations and over all {args['iterations']}:",

@@ -224,3 +224,11 @@ def test_alfworld_jobs_run_the_chosen_estimators_and_branch_only_the_chosen_ones
     # Without --branch-estimators every chosen estimator (reweight has no branching run) also branches.
     jobs = alfworld_jobs(parse_args([*argv, "--branching", "nll"]), fields, {}, before=0.1)
     assert len({j["label"] for j in jobs}) == 6
+    # reweight, which has no branching run, still runs independent beside them, into the same run folders.
+    jobs = alfworld_jobs(parse_args([*argv, "reweight", "--branching", "nll"]), fields, {}, before=0.1)
+    seed1 = [j for j in jobs if j["fields"]["seed"] == 1]
+    assert [j["label"] for j in seed1] == [
+        "GRPO", "GiGPO", "GACA", "NLL reweight", "GRPO + branching", "GiGPO + branching", "GACA + branching"
+    ]  # fmt: skip
+    reweight = next(j for j in seed1 if j["label"] == "NLL reweight")
+    assert "branching" not in reweight["fields"] and reweight["out"].endswith("reweight-1")
