@@ -99,8 +99,19 @@ def _from_config(args: argparse.Namespace, micro_batch_tokens: int | None, out: 
 
 
 def run(args: argparse.Namespace, micro_batch_tokens: int | None) -> dict[str, Any]:
-    """Trains for ``args.iterations + 1`` iterations and returns mean seconds per component."""
+    """Trains for ``args.iterations + 1`` iterations and returns mean seconds per component.
+
+    Runs at ``args.threads`` torch threads and gives the process its thread count back afterwards.
+    """
+    threads = torch.get_num_threads()
     torch.set_num_threads(args.threads)
+    try:
+        return _run(args, micro_batch_tokens)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run(args: argparse.Namespace, micro_batch_tokens: int | None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as out:
         if getattr(args, "config", None):
             model, tokenizer, config = _from_config(args, micro_batch_tokens, out)
