@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -160,6 +161,21 @@ def cpu_run_defaults() -> dict[str, object]:
         "disable_tqdm": True,
         "seed": 0,
     }
+
+
+@contextmanager
+def torch_threads(threads: int) -> Iterator[None]:
+    """Runs the block at ``threads`` torch CPU threads and gives the process its own count back after.
+
+    A CPU run's trajectory depends on the thread count (kernels split their sums by thread), so a
+    benchmark or test that pins one must not leave the rest of the process at it.
+    """
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def save_tiny_model(model: LlamaForCausalLM, tokenizer: PreTrainedTokenizerFast, path: str | Path) -> Path:

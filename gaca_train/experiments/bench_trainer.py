@@ -36,13 +36,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import torch
 from transformers import TrainerCallback
 
 from gaca_train.config import GACAConfig
 from gaca_train.episodes import BaselinePolicy, EnvList, play
 from gaca_train.rollout import prompt_templates
-from gaca_train.tiny import build_tiny_model, build_tokenizer, cpu_run_defaults
+from gaca_train.tiny import build_tiny_model, build_tokenizer, cpu_run_defaults, torch_threads
 from gaca_train.trainer import GACATrainer
 
 
@@ -103,12 +102,8 @@ def run(args: argparse.Namespace, micro_batch_tokens: int | None) -> dict[str, A
 
     Runs at ``args.threads`` torch threads and gives the process its thread count back afterwards.
     """
-    threads = torch.get_num_threads()
-    torch.set_num_threads(args.threads)
-    try:
+    with torch_threads(args.threads):
         return _run(args, micro_batch_tokens)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _run(args: argparse.Namespace, micro_batch_tokens: int | None) -> dict[str, Any]:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 
-from gaca_train.tiny import CHAT_TEMPLATE, build_bpe_tokenizer, build_tokenizer
+import pytest
+import torch
+
+from gaca_train.tiny import CHAT_TEMPLATE, build_bpe_tokenizer, build_tokenizer, torch_threads
 
 CORPUS = ["You arrive at countertop 1. On the countertop 1, you see a apple 2.\n\nAdmissible actions:\n- look"]
 
@@ -33,3 +36,14 @@ def test_word_level_tokenizer_does_not_round_trip():
     tokenizer = build_tokenizer(CORPUS)
     text = "<|im_start|>assistant\nlook<|im_end|>"
     assert tokenizer.decode(tokenizer.encode(text, add_special_tokens=False)) != text
+
+
+def test_torch_threads_gives_the_process_its_count_back_even_when_the_block_raises():
+    start = torch.get_num_threads()
+    other = 1 if start != 1 else 2
+    with torch_threads(other):
+        assert torch.get_num_threads() == other
+    assert torch.get_num_threads() == start
+    with pytest.raises(RuntimeError, match="inside"), torch_threads(other):
+        raise RuntimeError("inside")
+    assert torch.get_num_threads() == start

@@ -11,6 +11,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from gaca_train.experiments import bench_trainer
+from gaca_train.tiny import torch_threads
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -55,14 +56,10 @@ def test_bench_trainer_parts_add_up_to_the_iteration():
         iterations=1, tasks=2, rollouts=2, mini_batch_rows=5, horizon=3, max_env_steps=3,
         max_completion_length=4, hidden_size=16, num_layers=1, vector_env="sync", threads=1, branching="off",
     )  # fmt: skip
-    threads = torch.get_num_threads()
-    torch.set_num_threads(2)
-    try:
+    with torch_threads(2):
         parts = bench_trainer.run(args, micro_batch_tokens=64)  # at args.threads = 1
         # The process gets its 2 threads back: later work in it (a test suite) does not run at 1 thread.
         assert torch.get_num_threads() == 2
-    finally:
-        torch.set_num_threads(threads)
     names = ("generation", "env", "advantage", "train", "other")
     assert all(parts[n] >= 0 for n in names)
     assert abs(sum(parts[n] for n in names) - parts["iteration"]) < 1e-9

@@ -5,7 +5,8 @@ import warnings
 from pathlib import Path
 
 import pytest
-import torch
+
+from gaca_train.tiny import torch_threads
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -297,12 +298,8 @@ def test_reduced_demo_rl_beats_its_warm_start_by_the_measured_margin(tmp_path):
     assert margin >= 0.1  # the measured spread supports a clear gain, not merely "more than nothing"
     # At one torch thread, a bitwise repeatable run (the margin's ten runs are 5 at 1 thread, 5 at 2). At 2
     # threads on an Intel Xeon VM seed 0 collapses (train success 0.297 -> 0.000; docs/BENCHMARKS.md).
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with torch_threads(1):
         summary = quickstart.main(["--env", "GACA-CriticalChain-v0", "--out", str(tmp_path), "--seed", "0"])
-    finally:
-        torch.set_num_threads(threads)
     before, after = summary["before"]["success_rate"], summary["after"]["success_rate"]
     assert summary["before"]["episodes"] == summary["after"]["episodes"] == 128
     assert after - before >= margin, f"RL gained {after - before:+.3f} (before {before:.3f}), margin {margin:.3f}"
