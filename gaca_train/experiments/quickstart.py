@@ -62,9 +62,6 @@ ENV_DEFAULTS = {
 }  # fmt: skip
 # The measured seed sweep of the default ALFWorld demo (`--seeds 0-4`), quoted by every single run's summary.
 REFERENCE = ROOT / "docs" / "quickstart_seeds.json"
-# Where that table was measured (docs/BENCHMARKS.md). The warm start's float kernels depend on the CPU:
-# another CPU starts from another warm start and follows another path, as another seed does.
-REFERENCE_MACHINE = "AMD EPYC"
 # What makes two runs comparable with the reference table (everything but the seed and the output folder).
 _SETTINGS = ("env", "config", "estimator", "iterations", "sft_steps", "sft_lr", "sft_loss", "hidden_size",
              "eval_episodes", "train_games", "eval_games", "train_eval_tasks", "fork_noise", "step_noise",
@@ -382,6 +379,7 @@ def sweep(argv: list[str], seeds: list[int], out: Path) -> dict:
         runs.append({"seed": seed, "before": summary["before"]["success_rate"],
                      "after": summary["after"]["success_rate"], "seconds": summary["seconds"]})  # fmt: skip
     table = {"seeds": seeds, "runs": runs, "settings": summary["settings"], "episodes": summary["before"]["episodes"]}
+    table["cpu"] = cpu_model()  # the warm start's float kernels, and so every digit, depend on it
     for key in ("before", "after", "gain"):
         values = [r["after"] - r["before"] if key == "gain" else r[key] for r in runs]
         mean, half = mean_ci(values)
@@ -426,13 +424,16 @@ def compare_with_reference(summary: dict) -> str:
         f"{g['ci95']:.3f} (95% CI), range {g['min']:+.3f} to {g['max']:+.3f}; this run's {gain:+.3f} is {where} "
         "that range"
     )
-    cpu = cpu_model()
-    if cpu is not None and REFERENCE_MACHINE not in cpu:
-        line += (
-            f"\n(the table was measured on one machine, an {REFERENCE_MACHINE} VM; this CPU is {cpu}, whose kernels "
-            "give another warm start and another path, as another seed would: expect a gain of +0.10 or more, "
-            "not the table's digits)"
-        )
+    cpu, reference_cpu = cpu_model(), table.get("cpu")
+    if cpu is not None and reference_cpu is not None:
+        line += f"\n(the table comes from one machine, CPU {reference_cpu}; "
+        if cpu == reference_cpu:
+            line += "a run on this CPU model at 2 threads repeats its seed's row to the last digit)"
+        else:
+            line += (
+                f"this CPU is {cpu}, whose kernels give another warm start and another path, as another seed "
+                "would: expect a gain of +0.10 or more, not the table's digits)"
+            )
     return line
 
 
