@@ -12,7 +12,7 @@ demo-estimators: setup
 	$(PY) scripts/demo.py
 
 test: setup
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n 2 --dist loadscope
 
 lint: setup
 	$(PY) -m ruff check . && $(PY) -m ruff format --check .
