@@ -428,7 +428,7 @@ def compare_with_reference(summary: dict) -> str:
     if cpu is not None and reference_cpu is not None:
         line += f"\n(the table comes from one machine, CPU {reference_cpu}; "
         if cpu == reference_cpu:
-            line += "a run on this CPU model at 2 threads repeats its seed's row to the last digit)"
+            line += "on this CPU model, 2 threads and constraints.txt's versions repeat a seed's row digit for digit)"
         else:
             line += (
                 f"this CPU is {cpu}, whose kernels give another warm start and another path, as another seed "

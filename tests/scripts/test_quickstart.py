@@ -124,7 +124,7 @@ def test_seed_sweep_writes_paired_table_and_single_runs_compare_with_it(tmp_path
     assert "this run's +0.000 is outside that range" in quickstart_cpu.compare_with_reference(run)
     assert table["cpu"] == "AMD EPYC 7B13"
     note = quickstart_cpu.compare_with_reference(run)
-    assert "(the table comes from one machine, CPU AMD EPYC 7B13; a run on this CPU model at 2 threads repeats" in note
+    assert "(the table comes from one machine, CPU AMD EPYC 7B13; on this CPU model, 2 threads and" in note
     monkeypatch.setattr(quickstart_cpu, "cpu_model", lambda: "Intel(R) Xeon(R) Processor")
     note = quickstart_cpu.compare_with_reference(run)
     assert "one machine, CPU AMD EPYC 7B13; this CPU is Intel(R) Xeon(R) Processor, whose kernels" in note
