@@ -299,7 +299,8 @@ def test_reduced_demo_rl_beats_its_warm_start_by_the_measured_margin(tmp_path):
     margin = _reduced_demo_margin()
     assert margin >= 0.1  # the measured spread supports a clear gain, not merely "more than nothing"
     # At one torch thread, a bitwise repeatable run (the margin's ten runs are 5 at 1 thread, 5 at 2). At 2
-    # threads on an Intel Xeon VM seed 0 collapses (train success 0.297 -> 0.000; docs/BENCHMARKS.md).
+    # threads inside this test process on an Intel Xeon VM seed 0 collapsed (0.297 -> 0.000), though run alone
+    # there it gains +0.539 (docs/BENCHMARKS.md).
     with torch_threads(1):
         summary = quickstart.main(["--env", "GACA-CriticalChain-v0", "--out", str(tmp_path), "--seed", "0"])
     before, after = summary["before"]["success_rate"], summary["after"]["success_rate"]
