@@ -281,14 +281,16 @@ def _tree_parts(rows: StepRows, cfg: EstimatorConfig, tree: TrajectoryTree) -> _
     leaves, the anchor groups over the rows (each once) with V^S in place of G.
     """
     group, n_groups = _segment_ids(rows.group)
-    reward = rows.reward.to(_F64) - (~rows.valid).to(_F64) * cfg.invalid_action_penalty
+    penalty = (~rows.valid).to(_F64) * cfg.invalid_action_penalty
+    reward = rows.reward.to(_F64)
     leaf, row = path_rows(tree, rows.step)
     n_rows, n_leaves = len(rows), tree.parent.numel()
-    leaf_return = torch.zeros(n_leaves, dtype=_F64).index_add_(0, leaf, reward[row])
+    # Section 6: a leaf's return pays every penalty on its path; a row's return-to-go only its own.
+    leaf_return = torch.zeros(n_leaves, dtype=_F64).index_add_(0, leaf, reward[row] - penalty[row])
     path_returns = discounted_returns(reward[row], leaf, rows.step[row], cfg.gamma)
     leaves_below = torch.bincount(row, minlength=n_rows).to(_F64)
     episode_value = torch.zeros(n_rows, dtype=_F64).index_add_(0, row, leaf_return[leaf]) / leaves_below
-    returns = torch.zeros(n_rows, dtype=_F64).index_add_(0, row, path_returns) / leaves_below
+    returns = torch.zeros(n_rows, dtype=_F64).index_add_(0, row, path_returns) / leaves_below - penalty
 
     leaf_group = torch.zeros(n_leaves, dtype=torch.int64).scatter_(0, tree.traj, group)
     mean, std, count = _segment_mean_std(leaf_return, leaf_group, n_groups)
@@ -308,16 +310,16 @@ def _episode_and_step_parts(rows: StepRows, cfg: EstimatorConfig) -> _Parts:
     penalty = (~rows.valid).to(_F64) * cfg.invalid_action_penalty
     reward = rows.reward.to(_F64)
     verl = cfg.preset == "verl-agent"
-    if not verl:
-        reward = reward - penalty  # section 6: the penalty enters before returns are computed
-    traj_return = torch.zeros(n_traj, dtype=_F64).index_add_(0, traj, reward)
-    returns = discounted_returns(reward, rows.traj, rows.step, cfg.gamma)
+    # Section 6: a row's return-to-go is the discounted env reward minus its own penalty only (a later
+    # row's penalty is not discounted into it), so it does not depend on how long before the step cap
+    # the row came; the episode return pays every penalty of the trajectory (verl-agent: its own only).
+    returns = discounted_returns(reward, rows.traj, rows.step, cfg.gamma) - penalty
+    traj_return = torch.zeros(n_traj, dtype=_F64).index_add_(0, traj, reward if verl else reward - penalty)
 
     if verl:
         # verl-agent: each row carries its episode score minus its own penalty; the group's mean
         # and std are taken over those rows; a group of one row keeps its raw score.
         episode_return = traj_return[traj] - penalty
-        returns = returns - penalty
         mean, std, count = _segment_mean_std(episode_return, group, n_groups)
         single = count == 1
         mean, std = mean.masked_fill(single, 0.0), std.masked_fill(single, 1.0)

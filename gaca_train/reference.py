@@ -31,9 +31,17 @@ def _normalise(value: float, mean: float, std: float, how: str, eps: float) -> f
 
 
 def _tree_values(
-    rows_of_traj: dict[int, list[int]], parent_of: dict[int, int], step: list[int], reward: list[float], gamma: float
+    rows_of_traj: dict[int, list[int]],
+    parent_of: dict[int, int],
+    step: list[int],
+    reward: list[float],
+    penalty: list[float],
+    gamma: float,
 ) -> tuple[list[float], list[float], dict[int, float]]:
-    """METHOD.md section 7, walking each leaf's path: per row V^E and V^S, per leaf its return R_l."""
+    """METHOD.md section 7, walking each leaf's path: per row V^E and V^S, per leaf its return R_l.
+
+    R_l pays every penalty on the path; V^S is the mean return-to-go of the env reward minus the row's own penalty.
+    """
     n = len(step)
     episode_sums, step_sums, counts = [0.0] * n, [0.0] * n, [0] * n
     leaf_return = {}
@@ -45,12 +53,12 @@ def _tree_values(
             path += [k for k in rows_of_traj[ancestor] if step[k] < cut]
             child, ancestor = ancestor, parent_of[ancestor]
         path.sort(key=lambda k: step[k])
-        leaf_return[leaf] = sum(reward[k] for k in path)
+        leaf_return[leaf] = sum(reward[k] - penalty[k] for k in path)
         running, next_step = 0.0, None
         for k in reversed(path):
             running = reward[k] + (0.0 if next_step is None else gamma ** (next_step - step[k]) * running)
             next_step = step[k]
-            step_sums[k] += running
+            step_sums[k] += running - penalty[k]
             episode_sums[k] += leaf_return[leaf]
             counts[k] += 1
     return [e / c for e, c in zip(episode_sums, counts)], [g / c for g, c in zip(step_sums, counts)], leaf_return
@@ -80,8 +88,9 @@ def reference_advantages(
     nll = [float(u) for u in rows.nll.double().tolist()]
     penalty = [0.0 if v else cfg.invalid_action_penalty for v in valid]
     verl = cfg.preset == "verl-agent"
-    # Section 6: the penalty is part of the step's reward (verl-agent: charged after returns).
-    reward = [float(r) - (0.0 if verl else p) for r, p in zip(rows.reward.double().tolist(), penalty)]
+    # Section 6: returns-to-go of the env reward, then each row's own penalty; episode totals pay
+    # every penalty of the trajectory (verl-agent: each row's score pays its own only).
+    reward = [float(r) for r in rows.reward.double().tolist()]
 
     # Rows of each trajectory, in step order.
     rows_of_traj: dict[int, list[int]] = defaultdict(list)
@@ -97,9 +106,9 @@ def reference_advantages(
         running, next_step = 0.0, None
         for k in reversed(ks):
             running = reward[k] + (0.0 if next_step is None else cfg.gamma ** (next_step - step[k]) * running)
-            returns[k] = running
+            returns[k] = running - penalty[k]
             next_step = step[k]
-        episode_total[i] = sum(reward[k] for k in ks)
+        episode_total[i] = sum(reward[k] - (0.0 if verl else penalty[k]) for k in ks)
 
     # Section 1: episode-level advantage.
     episode_adv = [0.0] * n
@@ -108,7 +117,7 @@ def reference_advantages(
     if any(p != -1 for p in parents):
         # Section 7: node values over the leaves below each row; baselines over each group's leaves.
         parent_of = {traj[k]: parents[k] for k in range(n)}
-        episode_value, returns, leaf_return = _tree_values(rows_of_traj, parent_of, step, reward, cfg.gamma)
+        episode_value, returns, leaf_return = _tree_values(rows_of_traj, parent_of, step, reward, penalty, cfg.gamma)
         leaves_of_group: dict[int, list[int]] = defaultdict(list)
         for i, ks in rows_of_traj.items():
             leaves_of_group[group[ks[0]]].append(i)
@@ -127,7 +136,6 @@ def reference_advantages(
                 mean, std = 0.0, 1.0
             for k in ks:
                 episode_adv[k] = _normalise(episode_return[k], mean, std, cfg.episode_norm, cfg.eps)
-        returns = [g - p for g, p in zip(returns, penalty)]
     else:
         trajs_of_group: dict[int, list[int]] = defaultdict(list)
         for i, ks in rows_of_traj.items():

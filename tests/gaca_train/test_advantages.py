@@ -216,11 +216,61 @@ def test_hand_reweight():
 
 def test_hand_invalid_action_penalty():
     # B1 invalid, penalty 0.1: R_B = -0.1, group mean 4.95 -> A^E = [5.05, 5.05, -5.05, -5.05].
-    # G_B0 = 0 + 0.5 * -0.1 = -0.05, G_B1 = -0.1; anchor s0 {5, -0.05}, mean 2.475 -> A^S_A0 = 2.525.
+    # The penalty is B1's own: G_B0 = 0 + 0.5 * 0 = 0, G_B1 = 0 - 0.1; anchor s0 {5, 0}, mean 2.5 -> A^S_A0 = 2.5.
     rows = two_trajectory_batch(valid=[True, True, True, False])
     out = gigpo_advantages(rows, **MEAN)
-    assert_close(out.returns, [5.0, 10.0, -0.05, -0.1])
-    assert_close(out.advantage, [7.575, 5.05, -7.575, -5.05])
+    assert_close(out.returns, [5.0, 10.0, 0.0, -0.1])
+    assert_close(out.advantage, [7.55, 5.05, -7.55, -5.05])
+
+
+def test_issue_degenerate_batch_gets_no_advantage():
+    # Every response malformed, the state never moves: before, G = [-0.195, -0.1] per trajectory put
+    # +-0.866 into the anchor group from time-to-truncation alone; now every row's G is -0.1.
+    rows = StepRows(group=[0] * 4, traj=[0, 0, 1, 1], step=[0, 1, 0, 1], anchor=[7] * 4, reward=[0.0] * 4,
+                    nll=[3.0, 4.0, 2.0, 5.0], valid=[False] * 4)  # fmt: skip
+    for estimator in ESTIMATORS:
+        out = compute_advantages(rows, estimator, invalid_action_penalty=0.1)
+        assert out.advantage.abs().max().item() == 0.0, estimator
+
+
+@st.composite
+def degenerate_groups(draw: st.DrawFn) -> tuple[StepRows, list[int] | None]:
+    """Groups where no action changes the state or the reward: one anchor per group, env reward 0, every row
+    of a group equally valid, every episode cut at the same step cap; with or without branching trees."""
+    n_groups = draw(st.integers(1, 3))
+    length = draw(st.integers(1, 6))
+    group, traj, step, anchor, valid, parent = [], [], [], [], [], []
+    next_traj = 0
+    tree = draw(st.booleans())
+    for g in range(n_groups):
+        ok = draw(st.booleans())
+        roots = list(range(next_traj, next_traj + draw(st.integers(2, 4))))  # a group: two rollouts or more
+        next_traj += len(roots)
+        trajs = [(t, -1, 0) for t in roots]
+        if tree:
+            for _ in range(draw(st.integers(0, 3))):
+                p, _, start = trajs[draw(st.integers(0, len(trajs) - 1))]
+                trajs.append((next_traj, p, draw(st.integers(start, length - 1))))
+                next_traj += 1
+        for t, p, start in trajs:
+            for s in range(start, length):
+                group.append(g), traj.append(t), step.append(s), anchor.append(1000 + g)
+                valid.append(ok), parent.append(p)
+    nll = draw(st.lists(st.floats(0.0, 5.0), min_size=len(group), max_size=len(group)))
+    rows = StepRows(group=group, traj=traj, step=step, anchor=anchor, reward=[0.0] * len(group), nll=nll,
+                    valid=valid)  # fmt: skip
+    return rows, (parent if tree else None)
+
+
+@HYPOTHESIS
+@given(batch=degenerate_groups(), estimator=st.sampled_from(ESTIMATORS), options=option_sets)
+def test_no_change_no_advantage(batch, estimator, options):
+    # docs/method.md section 6's invariant, every estimator and preset, with and without trees.
+    rows, parent = batch
+    if parent is not None and options["preset"] == "verl-agent":
+        options = {**options, "preset": None}  # the preset takes no tree
+    out = compute_advantages(rows, estimator, parent=parent, **options)
+    assert out.advantage.abs().max().item() == 0.0
 
 
 def test_hand_verl_agent_preset():
