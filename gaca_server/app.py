@@ -10,18 +10,30 @@ request, which a multi-step text env cannot use, so this app replaces them with 
 describes the served env for the Gymnasium client (spaces, prompt, split, task ids).
 
 Every bad request gets a 4xx JSON answer ``{"error": message}``: malformed JSON (400), an unknown
-session (404), a body over ``max_request_bytes`` (413), fields of the wrong shape (422), what the
-env refuses (a bad task id or snapshot, 400; a step after the episode ended, 409). A full server
-answers 503 ("busy"). An unexpected failure answers 500 with its message, never a traceback.
+session (404), a body over ``max_request_bytes`` (413), fields of the wrong shape or range (422, e.g.
+``seed: "abc"``), what the env refuses (a bad task id or snapshot, 400; a step after the episode
+ended, 409). A full server answers 503 ("busy"). An unexpected failure answers 500 with its message,
+never a traceback. A ``/reset`` that fails leaves no session behind.
+
+**Limits.** Env work runs in one bounded worker pool per server process (``env_threads``), off the
+event loop (:class:`~gaca_server.environment.GACAEnvironment`). HTTP sessions expire after
+``idle_timeout_s`` like WebSocket ones, and at most ``max_http_sessions`` live at once: a new one past
+that (or on a full server) closes the least recently used HTTP session, so stateless OpenEnv clients
+(``POST /reset`` again and again, never ``/close``) cannot fill the server. WebSocket sessions are
+never evicted.
 """
 
 from __future__ import annotations
 
+import asyncio
+import collections
 import contextlib
 import functools
 import json
 import logging
+import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import gymnasium as gym
@@ -30,18 +42,26 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from openenv.core.env_server import ConcurrencyConfig, HTTPEnvServer, SessionCapacityError
 from openenv.core.env_server.serialization import serialize_observation
+from openenv.core.env_server.types import SchemaResponse
 from pydantic import ValidationError
 from starlette.routing import Route
 from starlette.websockets import WebSocketDisconnect
 
 from gaca_envs.data_source import generated_data_reason
 from gaca_envs.registration import ENV_SPECS
-from gaca_server.environment import GACAEnvironment
-from gaca_server.models import MAX_ACTION_CHARS, GACAAction, GACAObservation
+from gaca_server.environment import GACAEnvironment, InvalidField
+from gaca_server.models import (
+    ENV_THREADS,
+    MAX_ACTION_CHARS,
+    MAX_HTTP_SESSIONS,
+    GACAAction,
+    GACAObservation,
+    GACAState,
+)
 
 logger = logging.getLogger("gaca_server")
-# OpenEnv's stateless HTTP routes this app replaces with session routes.
-_REPLACED = {"/reset", "/step", "/state"}
+# OpenEnv's stateless HTTP routes this app replaces with session routes (and /schema, with GACAState).
+_REPLACED = {"/reset", "/step", "/state", "/schema"}
 MAX_REQUEST_BYTES = 4 << 20
 
 
@@ -80,6 +100,8 @@ def _error(status: int, message: str, **extra: Any) -> JSONResponse:
 
 def _env_error(e: Exception) -> JSONResponse:
     """The 4xx answer to an error the env raised (its message names the field and the fix)."""
+    if isinstance(e, InvalidField):
+        return _error(422, str(e))
     if isinstance(e, RuntimeError):
         return _error(409, str(e))
     return _error(400, str(e))
@@ -182,6 +204,8 @@ def create_server_app(
     idle_timeout_s: float | None = 600.0,
     max_request_bytes: int = MAX_REQUEST_BYTES,
     max_action_chars: int = MAX_ACTION_CHARS,
+    env_threads: int = ENV_THREADS,
+    max_http_sessions: int = MAX_HTTP_SESSIONS,
 ) -> FastAPI:
     """The FastAPI app serving ``gym.make(env_id, **env_kwargs)``, one env per session.
 
@@ -192,6 +216,10 @@ def create_server_app(
         idle_timeout_s: seconds without a message after which a session is closed (None: never).
         max_request_bytes: largest HTTP request body.
         max_action_chars: longest action a step accepts.
+        env_threads: worker threads that run the envs' resets and steps, off the event loop; an env that
+            blocks holds one of them and only its own session.
+        max_http_sessions: HTTP sessions at once; a new one past it (or on a full server) closes the least
+            recently used HTTP session (never a WebSocket's).
 
     Raises:
         ValueError: for an unregistered ``env_id`` or a bad limit; whatever the env raises for ``env_kwargs``
@@ -206,6 +234,10 @@ def create_server_app(
         raise ValueError(f"max_sessions must be >= 1, got {max_sessions}")
     if idle_timeout_s is not None and idle_timeout_s <= 0:
         raise ValueError(f"idle_timeout_s must be > 0 or None, got {idle_timeout_s}")
+    if env_threads < 1:
+        raise ValueError(f"env_threads must be >= 1, got {env_threads}")
+    if max_http_sessions < 1:
+        raise ValueError(f"max_http_sessions must be >= 1, got {max_http_sessions}")
     env_kwargs = dict(env_kwargs or {})
     session_kwargs = SessionKwargs(env_id, env_kwargs)
     probe = gym.make(env_id, **session_kwargs())
@@ -213,8 +245,9 @@ def create_server_app(
         info = server_info(env_id, env_kwargs, probe)
     finally:
         probe.close()
+    pool = ThreadPoolExecutor(max_workers=env_threads, thread_name_prefix="gaca-env")
     server = HTTPEnvServer(
-        functools.partial(GACAEnvironment, env_id, session_kwargs, max_action_chars),
+        functools.partial(GACAEnvironment, env_id, session_kwargs, max_action_chars, pool),
         GACAAction,
         GACAObservation,
         concurrency_config=ConcurrencyConfig(max_concurrent_envs=max_sessions, session_timeout=idle_timeout_s),
@@ -222,9 +255,21 @@ def create_server_app(
     app = FastAPI(title=f"gaca-env-server: {env_id}", version=gaca_envs.__version__)
     server.register_routes(app)
     app.router.routes[:] = [r for r in app.router.routes if not (isinstance(r, Route) and r.path in _REPLACED)]
-    _add_session_routes(app, server, info)
+    http_sessions = HTTPSessions(server, max_http_sessions, idle_timeout_s)
+    _add_session_routes(app, server, http_sessions, info)
     app.state.gaca_server = server
     app.state.gaca_info = info
+    app.state.gaca_http_sessions = http_sessions
+    # Blocked workers are not waited for: a stuck env must not stall the shutdown either.
+    app.router.on_shutdown.append(lambda: pool.shutdown(wait=False, cancel_futures=True))
+
+    @app.get("/schema", tags=["Schema"], summary="JSON schemas of the action, observation and state")
+    async def schema() -> SchemaResponse:
+        return SchemaResponse(
+            action=GACAAction.model_json_schema(),
+            observation=GACAObservation.model_json_schema(),
+            state=GACAState.model_json_schema(),
+        )
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, e: RequestValidationError) -> JSONResponse:
@@ -252,7 +297,69 @@ async def _json_body(request: Request) -> dict[str, Any] | JSONResponse:
     return data
 
 
-def _add_session_routes(app: FastAPI, server: HTTPEnvServer, info: dict[str, Any]) -> None:
+class HTTPSessions:
+    """The server's HTTP sessions in least-recently-used order, capped at ``limit``; WebSocket ones are not here.
+
+    A new HTTP session past ``limit``, or on a full server, closes the least recently used HTTP session
+    first, and one idle over ``idle_timeout_s`` is closed whenever a new one opens (OpenEnv's reaper
+    closes idle sessions too, every ``max(T/4, 5)`` s). The ids of the last 1,024 evicted sessions are
+    kept to say so to their clients.
+    """
+
+    def __init__(self, server: HTTPEnvServer, limit: int, idle_timeout_s: float | None) -> None:
+        self.server, self.limit, self.idle_timeout_s = server, limit, idle_timeout_s
+        self.used: collections.OrderedDict[str, float] = collections.OrderedDict()
+        self.evicted: collections.OrderedDict[str, str] = collections.OrderedDict()
+        self._lock = asyncio.Lock()
+
+    async def open(self) -> str:
+        """A new HTTP session's id, after closing what the limits say to close.
+
+        Raises:
+            SessionCapacityError: if the server is full of WebSocket sessions.
+        """
+        async with self._lock:
+            now = time.monotonic()
+            for session_id in [s for s in self.used if s not in self.server._sessions]:
+                del self.used[session_id]  # closed by the reaper
+            for session_id, last in list(self.used.items()):
+                if self.idle_timeout_s is not None and now - last > self.idle_timeout_s:
+                    await self._close(session_id, f"idle for over {self.idle_timeout_s:g} s (--idle-timeout)")
+            while self.used and (
+                len(self.used) >= self.limit or self.server.active_sessions >= self.server.max_concurrent_envs
+            ):
+                oldest = next(iter(self.used))
+                await self._close(
+                    oldest,
+                    f"evicted as the least recently used of {self.limit} HTTP sessions (--max-http-sessions) or on a "
+                    "full server (--max-sessions) to open a new one; use the WebSocket /ws for long sessions",
+                )
+            session_id, _ = await self.server._create_session()
+            self.used[session_id] = now
+            return session_id
+
+    def touch(self, session_id: str) -> None:
+        """Marks ``session_id`` as just used (if it is an HTTP session)."""
+        if session_id in self.used:
+            self.used[session_id] = time.monotonic()
+            self.used.move_to_end(session_id)
+        self.server._update_session_activity(session_id)
+
+    async def close(self, session_id: str, why: str | None = None) -> None:
+        """Closes ``session_id`` (``why``: what its client hears of it later; None: closed by the client)."""
+        async with self._lock:
+            await self._close(session_id, why)
+
+    async def _close(self, session_id: str, why: str | None) -> None:
+        self.used.pop(session_id, None)
+        if why is not None:
+            self.evicted[session_id] = why
+            while len(self.evicted) > 1024:
+                self.evicted.popitem(last=False)
+        await self.server._destroy_session(session_id)
+
+
+def _add_session_routes(app: FastAPI, server: HTTPEnvServer, http: HTTPSessions, info: dict[str, Any]) -> None:
     """``/reset``, ``/step``, ``/state``, ``/close`` over session ids, and ``/gaca/info``."""
 
     def session(session_id: Any) -> Any:
@@ -260,7 +367,8 @@ def _add_session_routes(app: FastAPI, server: HTTPEnvServer, info: dict[str, Any
             return _error(422, f"session_id must be the non-empty string /reset answered, got {session_id!r:.80}")
         env = server._sessions.get(session_id)
         if env is None:
-            return _error(404, f"unknown session_id {session_id[:80]!r}: it was closed, timed out or never opened")
+            why = http.evicted.get(session_id, "it was closed, timed out or never opened")
+            return _error(404, f"unknown session_id {session_id[:80]!r}: {why}")
         return env
 
     async def named_session(request: Request) -> tuple[dict[str, Any], Any] | JSONResponse:
@@ -279,20 +387,23 @@ def _add_session_routes(app: FastAPI, server: HTTPEnvServer, info: dict[str, Any
         session_id, created = data.pop("session_id", None), False
         if session_id is None:
             try:
-                session_id, _ = await server._create_session()
+                session_id = await http.open()
             except SessionCapacityError as e:
                 return _error(503, f"busy: {e}", active_sessions=e.active_sessions, max_sessions=e.max_sessions)
             created = True
         env = session(session_id)
         if isinstance(env, JSONResponse):
             return env
+        opened = False
         try:
-            observation = await server._run_in_session_executor(session_id, env.reset, **data)
+            observation = await env.reset_async(**data)
+            opened = True
         except (ValueError, TypeError, RuntimeError) as e:
-            if created:
-                await server._destroy_session(session_id)
             return _env_error(e)
-        server._update_session_activity(session_id)
+        finally:
+            if created and not opened:  # nobody was told its id: a failed reset leaves no session behind
+                await http.close(session_id)
+        http.touch(session_id)
         return {**serialize_observation(observation), "session_id": session_id}
 
     @app.post("/step", tags=["Environment Control"], summary="Take one action in a session")
@@ -305,10 +416,12 @@ def _add_session_routes(app: FastAPI, server: HTTPEnvServer, info: dict[str, Any
             action = GACAAction.model_validate(data.get("action"))
         except ValidationError as e:
             return _error(422, _validation_message(e).replace("invalid request: ", "invalid request: action."))
+        http.touch(data["session_id"])
         try:
-            observation = await server._run_in_session_executor(data["session_id"], env.step, action)
+            observation = await env.step_async(action)
         except (ValueError, TypeError, RuntimeError) as e:
             return _env_error(e)
+        http.touch(data["session_id"])
         server._update_session_activity(data["session_id"], increment_step=True)
         return serialize_observation(observation)
 
@@ -317,8 +430,9 @@ def _add_session_routes(app: FastAPI, server: HTTPEnvServer, info: dict[str, Any
         env = session(session_id)
         if isinstance(env, JSONResponse):
             return env
+        http.touch(session_id)
         try:
-            return (await server._run_in_session_executor(session_id, lambda: env.state)).model_dump()
+            return (await env.state_async()).model_dump()
         except (ValueError, TypeError, RuntimeError) as e:
             return _env_error(e)
 
@@ -327,9 +441,15 @@ def _add_session_routes(app: FastAPI, server: HTTPEnvServer, info: dict[str, Any
         found = await named_session(request)
         if isinstance(found, JSONResponse):
             return found
-        await server._destroy_session(found[0]["session_id"])
+        await http.close(found[0]["session_id"])
         return {"session_id": found[0]["session_id"], "closed": True}
 
     @app.get("/gaca/info", tags=["Environment Info"], summary="The served env: id, kwargs, spaces, prompt, tasks")
     async def gaca_info() -> dict[str, Any]:
-        return {**info, "active_sessions": server.active_sessions, "max_sessions": server.max_concurrent_envs}
+        return {
+            **info,
+            "active_sessions": server.active_sessions,
+            "max_sessions": server.max_concurrent_envs,
+            "http_sessions": len(http.used),
+            "max_http_sessions": http.limit,
+        }

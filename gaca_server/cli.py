@@ -7,7 +7,10 @@ Examples::
     gaca-env-server --env GACA-WebShop-v0 --workers 4 --max-sessions 128 'shop_config={"n_products": 1000}'
 
 Env kwargs are ``KEY=VALUE`` words after the options; a VALUE that parses as JSON is taken as
-JSON (``max_env_steps=30``, ``shop_config={...}``), any other as a string (``data_path=/data``).
+JSON (``max_env_steps=30``, ``shop_config={...}``), any other as a string (``data_path=/data``),
+except one that starts like a JSON object or list (``{``, ``[``): that must parse. A bad option
+or kwarg, or an env that cannot be built with the kwargs, ends the command with one line and exit
+status 2, as argparse does.
 The server listens on 127.0.0.1 unless ``--host`` says otherwise. ``--workers N`` runs N
 processes (each its own sessions and ``--max-sessions``); a WebSocket session stays on its
 process, an HTTP session id only on the process that opened it, so HTTP sessions need one worker.
@@ -22,7 +25,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from gaca_server.models import MAX_ACTION_CHARS
+from gaca_server.models import ENV_THREADS, MAX_ACTION_CHARS, MAX_HTTP_SESSIONS
 
 _CONFIG_VARIABLE = "GACA_ENV_SERVER_CONFIG"
 
@@ -31,7 +34,8 @@ def parse_env_kwargs(words: Sequence[str]) -> dict[str, Any]:
     """``["max_env_steps=30", "data_path=/d"]`` -> ``{"max_env_steps": 30, "data_path": "/d"}`` (JSON where it parses).
 
     Raises:
-        ValueError: for a word without ``=`` or with an empty key.
+        ValueError: for a word without ``=`` or with an empty key, or a VALUE that starts like a JSON
+            object or list (``{``, ``[``) but does not parse.
     """
     kwargs: dict[str, Any] = {}
     for word in words:
@@ -40,9 +44,36 @@ def parse_env_kwargs(words: Sequence[str]) -> dict[str, Any]:
             raise ValueError(f"env kwargs are KEY=VALUE words (e.g. max_env_steps=30), got {word!r}")
         try:
             kwargs[key] = json.loads(value)
-        except ValueError:
+        except ValueError as e:
+            if value.lstrip().startswith(("{", "[")):
+                raise ValueError(
+                    f"env kwarg {key}: {value!r:.80} is not valid JSON ({e}); quote keys and strings, e.g. "
+                    f"'{key}={{\"n_products\": 5}}'"
+                ) from e
             kwargs[key] = value
     return kwargs
+
+
+def _port(text: str) -> int:
+    """An argparse type: a TCP port, 1-65535."""
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer port, got {text!r}") from None
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a TCP port in 1-65535, got {port}")
+    return port
+
+
+def _seconds(text: str) -> float:
+    """An argparse type: seconds >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds >= 0, got {text}")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -53,14 +84,28 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--env", required=True, help="registered env id, e.g. GACA-ALFWorld-v0")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s))")
-    p.add_argument("--port", type=int, default=8000, help="port (default: %(default)s)")
+    p.add_argument("--port", type=_port, default=8000, help="port, 1-65535 (default: %(default)s)")
     p.add_argument("--workers", type=int, default=1, help="server processes (default: %(default)s)")
     p.add_argument(
         "--max-sessions", type=int, default=256, help="sessions at once per process; more are refused (busy)"
     )
-    p.add_argument("--idle-timeout", type=float, default=600.0, help="idle seconds before a session closes (0: never)")
+    p.add_argument(
+        "--idle-timeout", type=_seconds, default=600.0, help="idle seconds before a session closes (0: never)"
+    )
     p.add_argument("--max-request-bytes", type=int, default=4 << 20, help="largest HTTP body or WebSocket message")
     p.add_argument("--max-action-chars", type=int, default=MAX_ACTION_CHARS, help="longest action a step accepts")
+    p.add_argument(
+        "--env-threads",
+        type=int,
+        default=ENV_THREADS,
+        help="worker threads per process that run env resets and steps off the event loop (default: %(default)s)",
+    )
+    p.add_argument(
+        "--max-http-sessions",
+        type=int,
+        default=MAX_HTTP_SESSIONS,
+        help="HTTP sessions per process; a new one past it closes the least recently used (default: %(default)s)",
+    )
     p.add_argument("--access-log", action="store_true", help="log every request")
     p.add_argument("env_kwargs", nargs="*", metavar="KEY=VALUE", help="gym.make keyword arguments of the env")
     return p
@@ -89,7 +134,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         env_kwargs = parse_env_kwargs(args.env_kwargs)
     except ValueError as e:
         parser.error(str(e))
-    for name in ("workers", "max_sessions", "max_request_bytes", "max_action_chars"):
+    for name in (
+        "workers",
+        "max_sessions",
+        "max_request_bytes",
+        "max_action_chars",
+        "env_threads",
+        "max_http_sessions",
+    ):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     import gymnasium as gym
@@ -111,12 +163,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         "idle_timeout_s": args.idle_timeout or None,
         "max_request_bytes": args.max_request_bytes,
         "max_action_chars": args.max_action_chars,
+        "env_threads": args.env_threads,
+        "max_http_sessions": args.max_http_sessions,
     }
     try:
         # Built here even with several workers: a bad env id or kwarg stops the command with its message.
         app = create_server_app(config["env_id"], dict(env_kwargs), **{k: config[k] for k in list(config)[2:]})
     except (ValueError, TypeError, OSError) as e:
-        print(f"gaca-env-server: error: {e}", file=sys.stderr)
+        print(f"gaca-env-server: error: {_one_line(e)}", file=sys.stderr)
+        return 2
+    except Exception as e:  # noqa: BLE001  (any failure to build the env from the command line's kwargs)
+        kwargs = json.dumps(env_kwargs, default=repr)[:300]
+        print(
+            f"gaca-env-server: error: cannot build {args.env} with {kwargs}: {type(e).__name__}: {_one_line(e)}",
+            file=sys.stderr,
+        )
         return 2
     options = {
         "host": args.host,
@@ -139,6 +200,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         uvicorn.run(app, **options)
     return 0
+
+
+def _one_line(e: BaseException) -> str:
+    return " ".join(str(e).split())[:1000]
 
 
 if __name__ == "__main__":

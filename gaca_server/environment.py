@@ -5,17 +5,27 @@ for every WebSocket (or HTTP session id), so sessions share nothing but what the
 (WebShop's in-process shop, built once per server process).
 
 Errors keep the env's own type in their message (``"ValueError: task_id ..."``), so the
-Gymnasium client raises what the local env would; OpenEnv's clients see the message.
+Gymnasium client raises what the local env would; OpenEnv's clients see the message. A reset
+field of the wrong type or range (``seed="abc"``, ``seed=-1``) raises :class:`InvalidField`
+(a ValueError, HTTP 422) before the env sees it.
+
+**Off the event loop.** Given an ``executor`` (the server's bounded worker pool), ``reset_async``
+and ``step_async`` run the env's work in it, one call at a time per session: an env that blocks
+(a slow file, a stuck step) holds one worker and its own session, never the server's event loop,
+``/health`` or the other sessions.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import uuid
 from collections.abc import Callable
+from concurrent.futures import Executor
 from typing import Any, TypeVar
 
 import gymnasium as gym
+import gymnasium.error
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import EnvironmentMetadata
 
@@ -27,22 +37,51 @@ from gaca_server.models import MAX_ACTION_CHARS, GACAAction, GACAObservation, GA
 # The start of the message a session answers once the server closed it (idle time-out, shutdown);
 # the Gymnasium client reconnects on a reset that gets it.
 SESSION_CLOSED = "SessionClosed: "
+# The largest reset seed taken (NumPy's seeding takes any non-negative int; this bounds the work a client can ask).
+MAX_SEED = 2**64 - 1
 _T = TypeVar("_T")
+_TYPED = (ValueError, TypeError, RuntimeError)
+
+
+class InvalidField(ValueError):
+    """A request field of the wrong type or range (``seed="abc"``): HTTP 422, and no session is left behind."""
 
 
 def _typed_errors(method: Callable[..., _T]) -> Callable[..., _T]:
-    """Re-raises the env's ValueError, TypeError and RuntimeError with their type name leading the message."""
+    """Re-raises the env's ValueError, TypeError and RuntimeError with their type name leading the message.
+
+    Gymnasium's own ``gymnasium.error.Error`` (e.g. a seed NumPy refuses) becomes a ValueError.
+    """
 
     @functools.wraps(method)
     def wrapper(*args: Any, **kwargs: Any) -> _T:
         try:
             return method(*args, **kwargs)
-        except (ValueError, TypeError, RuntimeError) as e:
-            if str(e).startswith((f"{type(e).__name__}: ", SESSION_CLOSED)):
+        except (*_TYPED, gymnasium.error.Error) as e:
+            name = next((kind.__name__ for kind in _TYPED if isinstance(e, kind)), "ValueError")
+            if str(e).startswith((f"{name}: ", SESSION_CLOSED)):
                 raise
-            raise type(e)(f"{type(e).__name__}: {e}") from e
+            kind = type(e) if isinstance(e, _TYPED) else ValueError
+            raise kind(f"{name}: {e}") from e
 
     return wrapper
+
+
+def check_reset_fields(seed: Any, task_id: Any, snapshot: Any, episode_id: Any, env_id: Any) -> None:
+    """Checks the types and ranges of a reset's fields, as they come from a client's JSON.
+
+    Raises:
+        InvalidField: naming the field, the value and what is expected.
+    """
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= MAX_SEED):
+        raise InvalidField(f"seed must be an integer in [0, 2**64 - 1] or null, got {seed!r:.80}")
+    for name, value in (("task_id", task_id), ("episode_id", episode_id), ("env_id", env_id)):
+        if value is not None and not isinstance(value, str):
+            raise InvalidField(f"{name} must be a string or null, got {type(value).__name__} {value!r:.80}")
+    if snapshot is not None and not isinstance(snapshot, dict):
+        raise InvalidField(
+            f"snapshot must be an object (the snapshot /state answered) or null, got {type(snapshot).__name__}"
+        )
 
 
 class GACAEnvironment(Environment[GACAAction, GACAObservation, GACAState]):
@@ -58,6 +97,8 @@ class GACAEnvironment(Environment[GACAAction, GACAObservation, GACAState]):
         env_kwargs: ``gym.make`` keyword arguments, or a callable returning them for each new
             session (:class:`gaca_server.app.SessionKwargs`: per-session resources).
         max_action_chars: the longest action a step accepts.
+        executor: the server's worker pool that ``reset_async`` and ``step_async`` run the env in (None:
+            on the calling event loop, for trusted in-process use only).
     """
 
     SUPPORTS_CONCURRENT_SESSIONS = True
@@ -67,10 +108,13 @@ class GACAEnvironment(Environment[GACAAction, GACAObservation, GACAState]):
         env_id: str,
         env_kwargs: dict[str, Any] | Callable[[], dict[str, Any]],
         max_action_chars: int = MAX_ACTION_CHARS,
+        executor: Executor | None = None,
     ) -> None:
         super().__init__()
         self.env_id = env_id
         self.max_action_chars = max_action_chars
+        self._executor = executor
+        self._one_at_a_time: asyncio.Lock | None = None
         self.env = gym.make(env_id, **(env_kwargs() if callable(env_kwargs) else env_kwargs))
         self._episode_id: str | None = None
         self._task_id: str | None = None
@@ -96,11 +140,13 @@ class GACAEnvironment(Environment[GACAAction, GACAObservation, GACAState]):
         """Starts an episode on ``task_id`` (or the env's draw), or returns to ``snapshot``.
 
         Raises:
+            InvalidField: for a field of the wrong type or range (a seed that is not a non-negative integer).
             ValueError: for an unknown argument, another env id than the served one, both a task id
                 and a snapshot, a snapshot that is not a valid ``EnvSnapshot.to_dict()`` value, or
                 whatever the env refuses.
         """
         self._check_open()
+        check_reset_fields(seed, task_id, snapshot, episode_id, env_id)
         if unknown:
             raise ValueError(
                 f"reset takes seed, task_id, snapshot, episode_id and env_id; got unknown {', '.join(sorted(unknown))}"
@@ -136,19 +182,32 @@ class GACAEnvironment(Environment[GACAAction, GACAObservation, GACAState]):
         observation, reward, terminated, truncated, info = self.env.step(action.action)
         return self._observation(observation, info, float(reward), bool(terminated), bool(truncated))
 
-    # OpenEnv runs ``reset`` and ``step`` in a thread per session unless ``*_async`` are overridden. A GACA
-    # env's step is pure-Python work of well under a millisecond that the GIL serialises anyway, so the
-    # thread hop would only add latency: the async versions run the step on the event loop directly.
-    # More processes (``--workers``), not threads, add parallelism.
+    # OpenEnv runs ``reset`` and ``step`` in a thread per session unless ``*_async`` are overridden: one
+    # thread per session, as many as sessions. These run them in the server's bounded pool instead, one
+    # call at a time per session (an HTTP client may send two at once), so an env that blocks holds one
+    # worker and its own session. The GIL still serialises the envs' pure-Python steps: more processes
+    # (``--workers``), not threads, add throughput.
     async def reset_async(
         self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
     ) -> GACAObservation:
-        """:meth:`reset`, run on the server's event loop."""
-        return self.reset(seed=seed, episode_id=episode_id, **kwargs)
+        """:meth:`reset`, run in the server's worker pool (on the event loop without one)."""
+        return await self._off_loop(functools.partial(self.reset, seed=seed, episode_id=episode_id, **kwargs))
 
     async def step_async(self, action: GACAAction, timeout_s: float | None = None, **kwargs: Any) -> GACAObservation:
-        """:meth:`step`, run on the server's event loop."""
-        return self.step(action, timeout_s=timeout_s, **kwargs)
+        """:meth:`step`, run in the server's worker pool (on the event loop without one)."""
+        return await self._off_loop(functools.partial(self.step, action, timeout_s=timeout_s, **kwargs))
+
+    async def state_async(self) -> GACAState:
+        """:attr:`state`, run in the server's worker pool (on the event loop without one)."""
+        return await self._off_loop(lambda: self.state)
+
+    async def _off_loop(self, call: Callable[[], _T]) -> _T:
+        if self._executor is None:
+            return call()
+        if self._one_at_a_time is None:
+            self._one_at_a_time = asyncio.Lock()
+        async with self._one_at_a_time:
+            return await asyncio.get_running_loop().run_in_executor(self._executor, call)
 
     def _observation(
         self, observation: str, info: dict[str, Any], reward: float | None, terminated: bool, truncated: bool

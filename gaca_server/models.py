@@ -15,6 +15,10 @@ from pydantic import Field
 
 # The longest action a session accepts; the GACA envs' own action spaces stop at 4,096 characters.
 MAX_ACTION_CHARS = 16_384
+# Worker threads per server process that run the envs' resets and steps, off the event loop.
+ENV_THREADS = 16
+# HTTP sessions at once per server process; a new one past it closes the least recently used.
+MAX_HTTP_SESSIONS = 64
 
 
 class GACAAction(Action):
