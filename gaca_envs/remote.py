@@ -120,6 +120,7 @@ class RemoteEnv(gym.Env[str, str]):
         self._task_id: str | None = None
         self._steps = 0
         self._in_episode = False
+        self._refused = False  # a snapshot refused here: steps are refused until a reset, as by a local env
 
     def _check_kwargs(self, env_kwargs: dict[str, Any]) -> None:
         served = dict(self.server_info["env_kwargs"])
@@ -232,12 +233,13 @@ class RemoteEnv(gym.Env[str, str]):
         """
         super().reset(seed=seed)
         options = dict(options or {})
+        snapshot = self._snapshot_to_send(options) if "snapshot" in options else None
         unknown = sorted(set(options) - {"task_id", "snapshot"})
         if unknown:
             raise ValueError(f"reset options of GACA-Remote-v0 are task_id and snapshot; got {unknown}")
         data: dict[str, Any] = {"seed": seed, **options}
-        if isinstance(data.get("snapshot"), EnvSnapshot):
-            data["snapshot"] = data["snapshot"].to_dict()
+        if snapshot is not None:
+            data["snapshot"] = snapshot
         self._in_episode = False
         try:
             result = self._call({"type": "reset", "data": data})
@@ -247,13 +249,35 @@ class RemoteEnv(gym.Env[str, str]):
             self._drop()  # the server closed the idle session: a reset starts afresh anyway
             result = self._call({"type": "reset", "data": data})
         observation, _, _, _, info = self._unpack(result)
-        self._task_id, self._steps, self._in_episode = info.get("task_id"), 0, True
+        self._task_id, self._steps, self._in_episode, self._refused = info.get("task_id"), 0, True, False
         return observation, info
+
+    def _snapshot_to_send(self, options: dict[str, Any]) -> dict[str, Any]:
+        """The ``snapshot`` option as the server takes it (an ``EnvSnapshot``, or its ``to_dict()`` form).
+
+        Refused here as a local env refuses it, with the same error and message, and then, as
+        there, the env needs a reset: ``None`` or another type is a TypeError (never a random new
+        task), a malformed dict or other options next to it a ValueError.
+        """
+        try:
+            if len(options) > 1:
+                raise ValueError(f"reset options with 'snapshot' may contain nothing else, got {sorted(options)}")
+            snapshot = options["snapshot"]
+            if isinstance(snapshot, dict):
+                snapshot = EnvSnapshot.from_dict(snapshot)
+            if not isinstance(snapshot, EnvSnapshot):
+                raise TypeError(f"snapshot must come from save_state(), got {type(snapshot).__name__}")
+        except (TypeError, ValueError):
+            self._refused, self._in_episode = True, False
+            raise
+        return snapshot.to_dict()
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """Takes ``action`` on the server (a non-str action raises TypeError here, as locally)."""
         if not isinstance(action, str):
             raise TypeError(f"action must be a str, got {type(action).__name__}: {action!r:.80}")
+        if self._refused:
+            raise RuntimeError("step() called before reset() or after the episode ended; call env.reset() first")
         result = self._call({"type": "step", "data": {"action": action}})
         self._steps += 1
         out = self._unpack(result)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import gymnasium as gym
@@ -84,6 +84,10 @@ class EnvSnapshot:
         state: the env's own episode state (documented by each env's ``save_state``).
         rng: the env's random generator state (``np.random.Generator.bit_generator.state``), or
             None when the env had drawn nothing yet.
+        signature: the HMAC a ``gaca-env-server`` adds to the snapshots it issues
+            (:mod:`gaca_envs.signing`), or None. An env in-process trusts its caller and ignores
+            it; a server refuses a snapshot whose signature is missing or does not match. Not
+            part of the snapshot's value: two snapshots of one state compare equal signed or not.
     """
 
     env: str
@@ -94,6 +98,7 @@ class EnvSnapshot:
     observation: str
     state: dict[str, Any]
     rng: dict[str, Any] | None = None
+    signature: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         checks = (
@@ -105,20 +110,26 @@ class EnvSnapshot:
             ("observation", str),
             ("state", dict),
             ("rng", (dict, type(None))),
+            ("signature", (str, type(None))),
         )
         for name, expected in checks:
             value = getattr(self, name)
             if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
                 kinds = (
-                    "a dict or None" if name == "rng" else ("an int" if expected is int else f"a {expected.__name__}")
+                    f"a {expected[0].__name__} or None"
+                    if isinstance(expected, tuple)
+                    else ("an int" if expected is int else f"a {expected.__name__}")
                 )
                 raise ValueError(f"snapshot field {name} must be {kinds}, got {type(value).__name__}: {value!r:.60}")
         if self.steps < 0:
             raise ValueError(f"snapshot field steps must be >= 0, got {self.steps}")
 
     def to_dict(self) -> dict[str, Any]:
-        """The snapshot as a dict of JSON types (``json.dumps`` writes it as it is)."""
-        return asdict(self)
+        """The snapshot as a dict of JSON types (``json.dumps`` writes it as it is); ``signature`` only if set."""
+        data = asdict(self)
+        if data["signature"] is None:
+            del data["signature"]
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> EnvSnapshot:
@@ -130,7 +141,7 @@ class EnvSnapshot:
         if not isinstance(data, Mapping):
             raise ValueError(f"a snapshot dict must be a mapping, got {type(data).__name__}")
         names = [f.name for f in fields(cls)]
-        missing = [n for n in names if n not in data and n != "rng"]
+        missing = [n for n in names if n not in data and n not in ("rng", "signature")]
         extra = sorted(str(k) for k in data if k not in names)
         if missing or extra:
             raise ValueError(
@@ -304,6 +315,14 @@ class TaskEnv(gym.Env[str, str]):
         Through ``gym.make``'s wrappers use ``env.reset(options={"snapshot": snapshot})`` instead,
         which the wrappers see (the order enforcer, a caller's ``TimeLimit``).
 
+        The snapshot is checked, not trusted: its kind and version, ``steps`` within
+        ``[0, max_env_steps]``, its generator state, the env's own state (each env's
+        ``_restore_episode``: the task is one of the env's, the state is one the task can be in, the
+        observation is the one the state shows), and ``done`` against the state (an episode ends
+        exactly when the state is terminal or ``steps`` reached ``max_env_steps``). Any refusal
+        leaves the env needing a reset: the episode that ran before is gone, and ``step`` raises
+        until the next successful reset or restore.
+
         Returns:
             The snapshot's observation and info (``action_valid`` True, as after a reset).
 
@@ -313,6 +332,8 @@ class TaskEnv(gym.Env[str, str]):
             ValueError: for a snapshot of another env, another format version, or a state this env
                 cannot restore (the message says which field and why).
         """
+        # Whatever happens below, the episode that ran before is over: a refused snapshot leaves nothing to step.
+        self.discard_episode()
         if not isinstance(snapshot, EnvSnapshot):
             hint = (
                 "; a snapshot read from JSON restores as EnvSnapshot.from_dict(value)"
@@ -322,7 +343,7 @@ class TaskEnv(gym.Env[str, str]):
             raise TypeError(f"snapshot must come from save_state(), got {type(snapshot).__name__}{hint}")
         if snapshot.env != self.snapshot_kind:
             raise ValueError(
-                f"snapshot was saved by a {snapshot.env!r} env; this {type(self).__name__} restores only "
+                f"snapshot was saved by a {snapshot.env!r:.40} env; this {type(self).__name__} restores only "
                 f"{self.snapshot_kind!r} snapshots"
             )
         if snapshot.version != self.snapshot_version:
@@ -330,22 +351,44 @@ class TaskEnv(gym.Env[str, str]):
                 f"snapshot format version {snapshot.version} is not the version this {type(self).__name__} reads "
                 f"({self.snapshot_version}); save the episode again with this version of gaca_envs"
             )
+        if not 0 <= snapshot.steps <= self.max_env_steps:
+            raise ValueError(
+                f"snapshot field steps must be in [0, max_env_steps={self.max_env_steps}], got {snapshot.steps}; "
+                "restore it into an env built with the arguments that saved it"
+            )
         rng = _generator_from_state(snapshot.rng) if snapshot.rng is not None else None
-        self._steps, self._done, self._started = snapshot.steps, snapshot.done, True
+        self._steps, self._done = snapshot.steps, snapshot.done
         try:
             observation, info = self._restore_episode(snapshot)
+            ends = self._terminal() or snapshot.steps >= self.max_env_steps
         except Exception as e:
-            # A failed restore leaves no half-restored episode to step or save: the env needs a reset.
-            self._done, self._started = True, False
+            self.discard_episode()
             if isinstance(e, (KeyError, TypeError, IndexError, AttributeError)):
                 raise ValueError(
-                    f"snapshot state of task {snapshot.task_id!r} does not fit this {type(self).__name__} "
-                    f"({type(e).__name__}: {e}); restore it into an env built with the arguments that saved it"
+                    f"snapshot state of task {snapshot.task_id!r:.80} does not fit this {type(self).__name__} "
+                    f"({type(e).__name__}: {e!s:.200}); restore it into an env built with the arguments that saved it"
                 ) from e
             raise
+        if snapshot.done != ends:
+            self.discard_episode()
+            why = "its state is terminal" if self._terminal() else f"steps reached max_env_steps={self.max_env_steps}"
+            raise ValueError(
+                f"snapshot field done is {snapshot.done} but the episode "
+                + (f"has ended ({why})" if ends else f"goes on (a state that is not terminal, steps={snapshot.steps})")
+                + f"; done must be {ends}: restore the snapshot save_state() gave, unchanged"
+            )
+        self._started = True
         if rng is not None:
             self._np_random = rng
         return observation, info
+
+    def discard_episode(self) -> None:
+        """Drops the current episode: ``step`` raises and ``save_state`` refuses until the next reset.
+
+        What a refused snapshot leaves behind; a server calls it when it refuses a snapshot before
+        the env sees it (a bad signature), so that the session's old episode does not go on.
+        """
+        self._done, self._started = True, False
 
     def _reset_to_snapshot(
         self, seed: int | None, options: dict[str, Any] | None
@@ -358,16 +401,39 @@ class TaskEnv(gym.Env[str, str]):
         gives each env its own) draw differently, and reproducibly.
 
         Raises:
-            ValueError: if the options hold more than the snapshot.
+            ValueError: if the options hold more than the snapshot (the env then needs a reset, as
+                after any refused snapshot).
         """
         if not options or "snapshot" not in options:
             return None
         if len(options) > 1:
+            self.discard_episode()
             raise ValueError(f"reset options with 'snapshot' may contain nothing else, got {sorted(options)}")
         restored = self.restore_state(options["snapshot"])
         if seed is not None:
             gym.Env.reset(self, seed=seed)
         return restored
+
+    def _terminal(self) -> bool:
+        """Whether the current (just restored) state ends the episode: won, or an end the env defines."""
+        raise NotImplementedError(f"{type(self).__name__} must implement _terminal for snapshots")
+
+    def _check_observation(self, snapshot: EnvSnapshot, shown: str | tuple[str, ...]) -> None:
+        """Refuses a snapshot whose observation is not one the restored state shows.
+
+        Args:
+            snapshot: the snapshot being restored.
+            shown: the observation the state gives, or every one it may give (an env whose
+                observation depends on a mode, or on which of a few actions led there).
+
+        Raises:
+            ValueError: naming the field; the message quotes only the snapshot's own text.
+        """
+        if snapshot.observation not in ((shown,) if isinstance(shown, str) else shown):
+            raise ValueError(
+                f"snapshot field observation ({snapshot.observation!r:.60}) is not what its state shows: an "
+                "observation is derived from the state and cannot be edited; restore the snapshot save_state() gave"
+            )
 
     def _save_episode(self) -> tuple[str, str, dict[str, Any]]:
         """The episode's task id, observation and env state (a dict of JSON types)."""
@@ -385,6 +451,21 @@ class TaskEnv(gym.Env[str, str]):
         raise NotImplementedError(f"{type(self).__name__} must implement _restore_episode for snapshots")
 
 
+def same_json(a: Any, b: Any) -> bool:
+    """Whether two JSON values are equal with their types: ``True`` is not ``1``, and ``1`` is not ``1.0``.
+
+    Snapshot checks compare with it, so a value of another JSON type is refused rather than taken
+    as equal (Python's ``True == 1 == 1.0``).
+    """
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same_json(v, b[k]) for k, v in a.items())
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(same_json(x, y) for x, y in zip(a, b, strict=True))
+    return a == b
+
+
 def _generator_from_state(state: dict[str, Any]) -> np.random.Generator:
     """A numpy generator in the bit generator state ``state`` (as ``bit_generator.state`` gives it).
 
@@ -392,13 +473,13 @@ def _generator_from_state(state: dict[str, Any]) -> np.random.Generator:
         ValueError: if ``state`` is not the state of one of numpy's bit generators.
     """
     name = state.get("bit_generator")
-    if name not in ("PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64"):
+    if not isinstance(name, str) or name not in ("PCG64", "PCG64DXSM", "MT19937", "Philox", "SFC64"):
         raise ValueError(f"snapshot rng must be a numpy bit generator state, got bit_generator={name!r:.40}")
     generator = np.random.Generator(getattr(np.random, name)())
     try:
         generator.bit_generator.state = state
-    except (TypeError, ValueError, KeyError) as e:
-        raise ValueError(f"snapshot rng is not a valid {name} state: {e}") from e
+    except Exception as e:  # numpy raises TypeError, ValueError, KeyError or OverflowError for a bad state
+        raise ValueError(f"snapshot rng is not a valid {name} state ({type(e).__name__}: {e!s:.120})") from e
     return generator
 
 

@@ -49,6 +49,7 @@ from starlette.websockets import WebSocketDisconnect
 
 from gaca_envs.data_source import generated_data_reason
 from gaca_envs.registration import ENV_SPECS
+from gaca_envs.signing import resolve_key
 from gaca_server.environment import GACAEnvironment, InvalidField
 from gaca_server.models import (
     ENV_THREADS,
@@ -204,6 +205,8 @@ def create_server_app(
     idle_timeout_s: float | None = 600.0,
     max_request_bytes: int = MAX_REQUEST_BYTES,
     max_action_chars: int = MAX_ACTION_CHARS,
+    snapshot_key: str | bytes | None = None,
+    trust_snapshots: bool = False,
     env_threads: int = ENV_THREADS,
     max_http_sessions: int = MAX_HTTP_SESSIONS,
 ) -> FastAPI:
@@ -216,6 +219,10 @@ def create_server_app(
         idle_timeout_s: seconds without a message after which a session is closed (None: never).
         max_request_bytes: largest HTTP request body.
         max_action_chars: longest action a step accepts.
+        snapshot_key: the key that signs the snapshots the server hands out (HMAC-SHA256); a snapshot without
+            its signature, or altered, is refused. None: ``$GACA_SNAPSHOT_KEY``, else a random key of this
+            process (snapshots then restore on this process only; give processes that must share them one key).
+        trust_snapshots: also restore unsigned snapshots (trusted use only; signed ones are still checked).
         env_threads: worker threads that run the envs' resets and steps, off the event loop; an env that
             blocks holds one of them and only its own session.
         max_http_sessions: HTTP sessions at once; a new one past it (or on a full server) closes the least
@@ -246,8 +253,12 @@ def create_server_app(
     finally:
         probe.close()
     pool = ThreadPoolExecutor(max_workers=env_threads, thread_name_prefix="gaca-env")
+    # One key for all the sessions of this process: a snapshot of one session restores in any other.
+    environment = functools.partial(
+        GACAEnvironment, snapshot_key=resolve_key(snapshot_key), trust_snapshots=trust_snapshots
+    )
     server = HTTPEnvServer(
-        functools.partial(GACAEnvironment, env_id, session_kwargs, max_action_chars, pool),
+        functools.partial(environment, env_id, session_kwargs, max_action_chars, pool),
         GACAAction,
         GACAObservation,
         concurrency_config=ConcurrencyConfig(max_concurrent_envs=max_sessions, session_timeout=idle_timeout_s),

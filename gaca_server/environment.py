@@ -31,6 +31,7 @@ from openenv.core.env_server.types import EnvironmentMetadata
 
 import gaca_envs  # noqa: F401  (registers the GACA env ids)
 from gaca_envs.anchors import INFO_KEYS
+from gaca_envs.signing import is_signed, resolve_key, sign, verify
 from gaca_envs.task_env import EnvSnapshot
 from gaca_server.models import MAX_ACTION_CHARS, GACAAction, GACAObservation, GACAState
 
@@ -97,6 +98,12 @@ class GACAEnvironment(Environment[GACAAction, GACAObservation, GACAState]):
         env_kwargs: ``gym.make`` keyword arguments, or a callable returning them for each new
             session (:class:`gaca_server.app.SessionKwargs`: per-session resources).
         max_action_chars: the longest action a step accepts.
+        snapshot_key: the key that signs the snapshots ``state`` hands out and checks those ``reset``
+            takes (HMAC-SHA256, :mod:`gaca_envs.signing`); None: ``$GACA_SNAPSHOT_KEY``, else a random
+            key of this instance. A server passes one key to all its sessions, so that a snapshot
+            restores in any of them (``create_server_app(snapshot_key=...)``).
+        trust_snapshots: also restore unsigned snapshots (trusted in-process use); a signed one is
+            still checked. Default False: a snapshot without this server's signature is refused.
         executor: the server's worker pool that ``reset_async`` and ``step_async`` run the env in (None:
             on the calling event loop, for trusted in-process use only).
     """
@@ -109,9 +116,15 @@ class GACAEnvironment(Environment[GACAAction, GACAObservation, GACAState]):
         env_kwargs: dict[str, Any] | Callable[[], dict[str, Any]],
         max_action_chars: int = MAX_ACTION_CHARS,
         executor: Executor | None = None,
+        *,
+        snapshot_key: str | bytes | None = None,
+        trust_snapshots: bool = False,
     ) -> None:
         super().__init__()
         self.env_id = env_id
+        # Snapshots leave the server signed with this key and come back checked against it (gaca_envs.signing).
+        self._snapshot_key = resolve_key(snapshot_key)
+        self._trust_snapshots = trust_snapshots
         self.max_action_chars = max_action_chars
         self._executor = executor
         self._one_at_a_time: asyncio.Lock | None = None
@@ -146,6 +159,8 @@ class GACAEnvironment(Environment[GACAAction, GACAObservation, GACAState]):
                 whatever the env refuses.
         """
         self._check_open()
+        if snapshot is not None:
+            self._discard_episode()  # whatever is refused below, the session's old episode is over (as in-process)
         check_reset_fields(seed, task_id, snapshot, episode_id, env_id)
         if unknown:
             raise ValueError(
@@ -159,11 +174,28 @@ class GACAEnvironment(Environment[GACAAction, GACAObservation, GACAState]):
         if task_id is not None:
             options["task_id"] = task_id
         if snapshot is not None:
-            options["snapshot"] = EnvSnapshot.from_dict(snapshot)
+            options["snapshot"] = self._accept_snapshot(snapshot)
         observation, info = self.env.reset(seed=seed, options=options or None)
         self._episode_id = episode_id or uuid.uuid4().hex
         self._task_id = info.get("task_id")
         return self._observation(observation, info, None, False, False)
+
+    def _accept_snapshot(self, snapshot: dict[str, Any]) -> EnvSnapshot:
+        """The snapshot a client sent, once its signature is checked (unsigned ones only with ``trust_snapshots``).
+
+        Raises:
+            ValueError: for a missing or wrong signature, or a dict that is not a snapshot.
+        """
+        if is_signed(snapshot) or not self._trust_snapshots:
+            snapshot = verify(snapshot, self._snapshot_key)
+        return EnvSnapshot.from_dict(snapshot)
+
+    def _discard_episode(self) -> None:
+        """Ends the session's episode without a result: its next step is refused until a reset succeeds."""
+        discard = getattr(self.env.unwrapped, "discard_episode", None)
+        if discard is not None:
+            discard()
+        self._episode_id = self._task_id = None
 
     @_typed_errors
     def step(self, action: GACAAction, timeout_s: float | None = None, **kwargs: Any) -> GACAObservation:
@@ -230,7 +262,7 @@ class GACAEnvironment(Environment[GACAAction, GACAObservation, GACAState]):
         unwrapped = self.env.unwrapped
         snapshot = None
         if not self._closed and getattr(unwrapped, "snapshot_kind", "") and getattr(unwrapped, "_started", False):
-            snapshot = unwrapped.save_state().to_dict()
+            snapshot = sign(unwrapped.save_state().to_dict(), self._snapshot_key)
         return GACAState(
             episode_id=self._episode_id,
             step_count=int(getattr(unwrapped, "_steps", 0)),

@@ -37,6 +37,11 @@ def _record_from_file(game_file: str) -> GameRecord:
     return GameRecord(task_id, game_file, task_type, params)
 
 
+def _task_text(intro: str) -> str:
+    """The task sentence of a game's intro ("Your task is to: put a clean apple in fridge." -> without the dot)."""
+    return intro.rsplit(_TASK_PREFIX, 1)[-1].strip().removesuffix(".") if _TASK_PREFIX in intro else ""
+
+
 # Kept for callers of the earlier name: ALFWorld's snapshots are the task contract's EnvSnapshot.
 ALFWorldSnapshot = EnvSnapshot
 
@@ -63,9 +68,12 @@ class ALFWorldEnv(TaskEnv):
     into the user cache (see :mod:`gaca_envs.alfworld.data`). ``env.unwrapped.task_ids`` lists them.
 
     Snapshots (native engine): ``env.unwrapped.save_state()`` returns an
-    :class:`~gaca_envs.task_env.EnvSnapshot` (``env="alfworld"``; ``state``: the game file, task
-    type and PDDL parameters, the task text, and the engine's dynamic facts);
-    ``env.reset(options={"snapshot": s})`` returns any env of this engine to it, loading its game.
+    :class:`~gaca_envs.task_env.EnvSnapshot` (``env="alfworld"``, version 2; ``state``: the
+    admissible commands played and whether the last step's command was admissible; the game is the
+    task id's among the env's own games, never a file path). ``env.reset(options={"snapshot": s})``
+    returns any env of this engine and these games to it by replaying the commands, each checked
+    admissible; a task the env does not play, a command the game refuses, or an observation other
+    than the replay's is refused.
 
     Version history: v0 (initial; the native engine became the default with identical text and states; the
     episode cap argument became ``max_env_steps``, ``max_steps`` deprecated).
@@ -96,6 +104,7 @@ class ALFWorldEnv(TaskEnv):
     splits = SPLITS
     bound_to_split = True
     snapshot_kind = "alfworld"
+    snapshot_version = 2  # 1 named the game file and carried the engine's facts; 2 names the task and replays
     action_hint = " (an ALFWorld command)"
 
     def __init__(
@@ -143,6 +152,8 @@ class ALFWorldEnv(TaskEnv):
         self._state: EngineState | None = None
         self._obs = ""
         self._task_text = ""
+        self._actions: list[str] = []  # the admissible commands played this episode (what a snapshot replays)
+        self._last_action_valid = True
         self._steps = 0
         self._done = True  # no episode until reset() or restore_state()
 
@@ -199,18 +210,21 @@ class ALFWorldEnv(TaskEnv):
         record = self._pick(options)
         if self._engine is None:
             self._engine = make_engine(self._engine_name)
+        self._load(record)
+        self._record = record
+        self._state = self._engine.reset()
+        self._obs = self._state.observation
+        self._task_text = _task_text(self._obs)
+        self._actions, self._last_action_valid = [], True
+        self._start_episode()
+        return self._obs, self._info(action_valid=True)
+
+    def _load(self, record: GameRecord) -> None:
+        """Loads ``record``'s game into the engine unless it is the one loaded."""
         if self._loaded != record.game_file:
             self._loaded = None
             self._engine.load(record.game_file)
             self._loaded = record.game_file
-        self._record = record
-        self._state = self._engine.reset()
-        self._obs = self._state.observation
-        self._task_text = (
-            self._obs.rsplit(_TASK_PREFIX, 1)[-1].strip().removesuffix(".") if _TASK_PREFIX in self._obs else ""
-        )
-        self._start_episode()
-        return self._obs, self._info(action_valid=True)
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """Plays one command (see the class docstring for invalid commands, reward and ends)."""
@@ -220,8 +234,10 @@ class ALFWorldEnv(TaskEnv):
         if valid:
             self._state = self._engine.step(command)
             self._obs = self._state.observation
+            self._actions.append(command)
         else:
             self._obs = NOTHING_HAPPENS
+        self._last_action_valid = valid
         won = self._state.won
         terminated = won
         truncated = self._end_step(terminated)
@@ -266,58 +282,97 @@ class ALFWorldEnv(TaskEnv):
 
     # Snapshots: the shared handling is TaskEnv's (save_state, restore_state, reset with a snapshot).
     def _save_episode(self) -> tuple[str, str, dict[str, Any]]:
-        """State: the game (``game_file``, ``task_type``, ``pddl_params``), the task text, and the
-        native engine's dynamic facts (``facts``, ``deleted``: lists of ``[predicate, *args]``; ``on``).
+        """State: the commands the episode played (``actions``, the admissible ones, in order) and
+        whether the last step's command was admissible (``last_action_valid``).
+
+        The game is the task id's, within this env's own games: a snapshot names no file. Restoring
+        replays the commands from the game's start, so every fact, the observation and the task text
+        come from the game itself, never from the snapshot.
 
         Raises:
             RuntimeError: with an engine that cannot snapshot its state (``engine="textworld"``).
         """
         if not self._engine.supports_snapshots:
             raise RuntimeError(f"save_state() needs engine='native'; this env uses engine={self._engine_name!r}")
-        engine_state = self._engine.get_state()
-        record = self._record
-        state = {
-            "game_file": record.game_file,
-            "task_type": record.task_type,
-            "pddl_params": record.pddl_params,
-            "task": self._task_text,
-            "facts": sorted(list(f) for f in engine_state.facts),
-            "deleted": sorted(list(f) for f in engine_state.deleted),
-            "on": sorted(engine_state.on),
-        }
-        return record.task_id, self._obs, state
+        state = {"actions": list(self._actions), "last_action_valid": self._last_action_valid}
+        return self._record.task_id, self._obs, state
 
     def _restore_episode(self, snapshot: EnvSnapshot) -> tuple[str, dict[str, Any]]:
-        """Loads the snapshot's game (if another is loaded) and sets the engine to its facts.
+        """Starts the task id's game and replays the snapshot's commands, each checked admissible in turn.
 
         Raises:
             RuntimeError: with an engine that cannot restore states.
-            ValueError: for a state without the fields :meth:`_save_episode` writes, or a game file
-                that cannot be loaded.
+            ValueError: for a task that is not one of this env's games, a command that is not
+                admissible where the snapshot plays it (or after the game was won), counts that do
+                not add up to ``steps``, or an observation other than the replay's.
         """
-        state = snapshot.state
-        keys = {"game_file", "task_type", "pddl_params", "task", "facts", "deleted", "on"}
+        state, steps = snapshot.state, snapshot.steps
+        keys = {"actions", "last_action_valid"}
         if set(state) != keys:
-            raise ValueError(f"ALFWorld snapshot state needs {', '.join(sorted(keys))}, got {sorted(state)}")
+            raise ValueError(
+                f"ALFWorld snapshot state needs {', '.join(sorted(keys))}, got {sorted(state)!r:.200}; a snapshot "
+                "of an older gaca_envs (a game file and facts) does not restore: save the episode again"
+            )
+        actions, last_valid = state["actions"], state["last_action_valid"]
+        if not isinstance(last_valid, bool):
+            raise ValueError(f"snapshot state last_action_valid must be a bool, got {last_valid!r:.40}")
+        if not isinstance(actions, list) or not all(isinstance(a, str) for a in actions):
+            raise ValueError(f"snapshot state actions must be a list of commands (str), got {actions!r:.80}")
+        # Each command is a step; so is an invalid last one. A reset's observation is no command's.
+        needed = len(actions) + (0 if last_valid else 1)
+        if steps < needed or (steps > 0 and last_valid and not actions) or (steps == 0 and not last_valid):
+            raise ValueError(
+                f"snapshot state actions ({len(actions)} commands, last_action_valid={last_valid}) do not fit "
+                f"steps={steps}: the commands and a last invalid step each take a step"
+            )
+        record = self._record_of(snapshot.task_id)
         if self._engine is None:
             self._engine = make_engine(self._engine_name)
         if not self._engine.supports_snapshots:
             raise RuntimeError(f"restore_state() needs engine='native'; this env uses engine={self._engine_name!r}")
-        from gaca_envs.alfworld.engines.native.engine import NativeState  # the engine that restores states
-
-        record = GameRecord(snapshot.task_id, state["game_file"], state["task_type"], dict(state["pddl_params"]))
-        if self._loaded != record.game_file:
-            self._loaded = None
-            self._engine.load(record.game_file)
-            self._loaded = record.game_file
-        engine_state = NativeState(
-            facts=frozenset(tuple(f) for f in state["facts"]),
-            deleted=frozenset(tuple(f) for f in state["deleted"]),
-            on=frozenset(state["on"]),
-        )
-        self._state = self._engine.set_state(engine_state)
-        self._record, self._obs, self._task_text = record, snapshot.observation, state["task"]
+        self._load(record)
+        engine_state = self._engine.reset()
+        intro = engine_state.observation
+        for i, command in enumerate(actions):
+            if engine_state.won:
+                raise ValueError(
+                    f"snapshot state actions[{i}] ({command!r:.60}) comes after the game was won: a won episode "
+                    "takes no more steps"
+                )
+            if command not in engine_state.admissible_commands:
+                raise ValueError(
+                    f"snapshot state actions[{i}] ({command!r:.60}) is not an admissible command of task "
+                    f"{record.task_id!r} at that point; a snapshot replays only commands the game accepts"
+                )
+            engine_state = self._engine.step(command)
+        if engine_state.won and not last_valid:
+            raise ValueError("snapshot state last_action_valid is false after the winning command: a won episode ends")
+        observation = intro if steps == 0 else (engine_state.observation if last_valid else NOTHING_HAPPENS)
+        self._check_observation(snapshot, observation)
+        self._record, self._state, self._obs = record, engine_state, observation
+        self._task_text = _task_text(intro)
+        self._actions, self._last_action_valid = list(actions), last_valid
         return self._obs, self._info(action_valid=True)
+
+    def _record_of(self, task_id: str) -> GameRecord:
+        """The game of ``task_id`` among this env's own games.
+
+        Raises:
+            ValueError: for a task id the env does not play; the message names the env's split and
+                how many tasks it has, nothing about files.
+        """
+        for record in self.records:
+            if record.task_id == task_id:
+                return record
+        raise ValueError(
+            f"snapshot task_id {task_id!r:.80} is not one of this env's {len(self.records)} tasks (split "
+            f"{self.split!r}, env.unwrapped.task_ids); restore it into an env built with the data and split that "
+            "saved it"
+        )
+
+    def _terminal(self) -> bool:
+        """A won game ends the episode."""
+        return self._state.won
 
     def render(self) -> str | None:
         """The last observation (``render_mode="ansi"``)."""

@@ -8,9 +8,13 @@ from typing import Any
 from gaca_envs.anchors import anchor_digest
 from gaca_envs.criticalchain.tasks import DISTRACTORS, SPLITS, ChainTask, make_task, parse_task_id
 from gaca_envs.spaces import TextSpace
-from gaca_envs.task_env import NOTHING_HAPPENS, TaskEnv, resolve_max_env_steps
+from gaca_envs.task_env import NOTHING_HAPPENS, TaskEnv, resolve_max_env_steps, same_json
 
 _CHARSET = frozenset(string.printable)
+# Equivalent ways to move on at a routine stage; ``move_phrasings`` of them are offered (default the first 2).
+MOVE_VERBS: tuple[str, ...] = (
+    "walk to", "go to", "head to", "continue to", "proceed to", "travel to", "make your way to", "set off for",
+)  # fmt: skip
 
 
 def _normalise(action: str) -> str:
@@ -21,7 +25,8 @@ class CriticalChainEnv(TaskEnv):
     """Walk a chain of stages; a few forks decide the outcome, which shows only at the end.
 
     **Task.** Deliver a parcel along ``horizon`` stages to a goal. Most stages are routine: the
-    admissible actions are two phrasings of "move on" (both lead to the same next state) plus
+    admissible actions are ``move_phrasings`` phrasings of "move on" (two by default; all lead to
+    the same next state) plus
     ``num_distractors`` valid actions that change nothing (the state recurs, as loops do in
     ALFWorld). ``num_branches`` stages are forks with ``branch_width`` roads; the road taken is
     not shown in later observations, and only the goal stage reveals whether every fork was
@@ -56,7 +61,8 @@ class CriticalChainEnv(TaskEnv):
     so noisy moves after a restore slip exactly as they would have.
 
     **Version history.** v0: first version (snapshots added within v0: episodes are unchanged; the episode cap
-    argument became ``max_env_steps`` within v0, ``max_steps`` deprecated).
+    argument became ``max_env_steps`` within v0, ``max_steps`` deprecated; ``move_phrasings`` added within v0,
+    its default 2 keeps episodes and snapshots unchanged).
     """
 
     prompt = (
@@ -85,6 +91,7 @@ class CriticalChainEnv(TaskEnv):
         expert: bool = False,
         render_mode: str | None = None,
         max_steps: int | None = None,
+        move_phrasings: int = 2,
     ) -> None:
         """Creates the env; see the class docstring for the meaning of each parameter.
 
@@ -93,7 +100,8 @@ class CriticalChainEnv(TaskEnv):
         """
         max_env_steps = resolve_max_env_steps(max_env_steps, max_steps, default=None)
         _validate(
-            horizon, num_branches, branch_width, num_distractors, noise, max_env_steps, num_tasks, split, render_mode
+            horizon, num_branches, branch_width, num_distractors, noise, max_env_steps, num_tasks, split, render_mode,
+            move_phrasings,
         )
         self.horizon = horizon
         self.num_branches = num_branches
@@ -108,6 +116,8 @@ class CriticalChainEnv(TaskEnv):
         self.task_seed = task_seed
         self.expert = expert
         self.render_mode = render_mode
+        self.move_phrasings = move_phrasings
+        self._forced_slip: bool | None = None  # step_outcomes decides the slip instead of the generator
         self.observation_space = TextSpace(4096, charset=_CHARSET)
         self.action_space = TextSpace(256, charset=_CHARSET)
         self._task: ChainTask | None = None
@@ -158,7 +168,7 @@ class CriticalChainEnv(TaskEnv):
             kind, target = kind_target
             if kind == "stay":
                 self._observation = f"You {target}. Nothing changes.\n{self._describe()}"
-            elif kind == "move" and self.noise > 0 and self.np_random.random() < self.noise:
+            elif kind == "move" and self._slips():
                 self._observation = f"You stumble on the way and are still at the {self._place()}.\n{self._describe()}"
             else:
                 if kind == "fork":
@@ -197,7 +207,10 @@ class CriticalChainEnv(TaskEnv):
             "num_tasks",
             "task_seed",
         )
-        return {name: getattr(self, name) for name in names}
+        args = {name: getattr(self, name) for name in names}
+        if self.move_phrasings != 2:  # default snapshots keep their v0 form
+            args["move_phrasings"] = self.move_phrasings
+        return args
 
     def _save_episode(self) -> tuple[str, str, dict[str, Any]]:
         """State: ``stage`` (0 to ``horizon``), ``roads`` (the signs taken at the forks passed) and ``env_args``."""
@@ -210,14 +223,24 @@ class CriticalChainEnv(TaskEnv):
             raise ValueError(f"CriticalChain snapshot state needs stage, roads and env_args, got {sorted(state)}")
         ours = self._task_arguments()
         theirs = state["env_args"]
-        if theirs != ours:
-            diff = ", ".join(f"{k}={theirs.get(k)!r} (this env: {v!r})" for k, v in ours.items() if theirs.get(k) != v)
+        if not same_json(theirs, ours):
+            if not isinstance(theirs, dict):
+                raise ValueError(f"snapshot state env_args must be a dict of the env's arguments, got {theirs!r:.80}")
+            diff = ", ".join(
+                f"{k}={theirs.get(k)!r:.40} (this env: {v!r})"
+                for k, v in ours.items()
+                if not same_json(theirs.get(k), v)
+            )
+            diff = diff or f"other arguments {sorted(set(theirs) - set(ours))!r:.120}"
             raise ValueError(
                 f"snapshot was saved by a CriticalChain env with {diff}; build the env with those arguments"
             )
-        task = self._make_task(snapshot.task_id)
+        try:
+            task = self._make_task(snapshot.task_id)
+        except ValueError as e:
+            raise ValueError(f"snapshot task_id is not a task of this env: {e}") from e
         stage, roads = state["stage"], state["roads"]
-        if not isinstance(stage, int) or not 0 <= stage <= self.horizon:
+        if not isinstance(stage, int) or isinstance(stage, bool) or not 0 <= stage <= self.horizon:
             raise ValueError(f"snapshot state stage must be an int in [0, {self.horizon}], got {stage!r:.40}")
         passed = [i for i, fork in enumerate(task.fork_stages) if fork < stage]
         if (
@@ -229,11 +252,74 @@ class CriticalChainEnv(TaskEnv):
                 f"snapshot state roads must be one sign per fork passed ({len(passed)} at stage {stage}) out of "
                 f"that fork's signs, got {roads!r:.80}"
             )
+        if snapshot.steps < stage:
+            raise ValueError(
+                f"snapshot field steps={snapshot.steps} is below the stage {stage}: each stage passed takes a step; "
+                "restore the snapshot save_state() gave"
+            )
         self._task, self._stage, self._roads = task, stage, list(roads)
         won = stage == self.horizon and tuple(roads) == task.correct_signs
-        self._describe(won=won)  # the admissible actions of the state
+        self._check_observation(snapshot, self._observations_of_state(snapshot.steps, won))
         self._observation = snapshot.observation
         return self._observation, self._info(action_valid=True, won=won)
+
+    def _observations_of_state(self, steps: int, won: bool) -> tuple[str, ...]:
+        """Every observation the current stage can show after ``steps`` steps (refreshes the admissible actions).
+
+        At step 0 the task and the first stage; at the goal its verdict; elsewhere the stage after
+        arriving, after a distractor action, after a slip (with noise), or "Nothing happens.".
+        """
+        description = self._describe(won=won)
+        if steps == 0:
+            return (f"{self._task_text()}\n{description}",)
+        if self._stage == self.horizon:
+            return (description,)
+        shown = [NOTHING_HAPPENS] + [
+            f"You {target}. Nothing changes.\n{description}"
+            for kind, target in self._actions.values()
+            if kind == "stay"
+        ]
+        if self._stage > 0:
+            shown.append(description)
+        if self.noise > 0 and any(kind == "move" for kind, _ in self._actions.values()):
+            shown.append(f"You stumble on the way and are still at the {self._place()}.\n{description}")
+        return tuple(shown)
+
+    def _terminal(self) -> bool:
+        """The goal stage ends the episode, won or lost."""
+        return self._stage == self.horizon
+
+    def _slips(self) -> bool:
+        """Whether a move slips this step: drawn with probability ``noise``, or as :meth:`step_outcomes` forces it."""
+        if self._forced_slip is not None:
+            return self._forced_slip
+        return self.noise > 0 and self.np_random.random() < self.noise
+
+    def step_outcomes(self, action: str) -> list[tuple[float, tuple[str, float, bool, bool, dict[str, Any]], Any]]:
+        """Every outcome of ``action`` in the current state with its probability; the env is left as it was.
+
+        The env's dynamics as a table, for exact dynamic programming (:mod:`gaca_train.oracle_exact`): a
+        move has two outcomes under ``noise`` (on with 1 - noise, a slip with noise), every other action one.
+
+        Returns:
+            (probability, the step's 5-tuple, the snapshot after it or None where the episode ended)
+            triples; the probabilities sum to 1.
+        """
+        saved = self.save_state()
+        kind_target = self._actions.get(_normalise(action)) if isinstance(action, str) else None
+        branches: tuple[tuple[bool | None, float], ...] = ((None, 1.0),)
+        if kind_target is not None and kind_target[0] == "move" and self.noise > 0:
+            branches = ((False, 1.0 - self.noise), (True, self.noise))
+        out = []
+        try:
+            for slip, probability in branches:
+                self._forced_slip = slip
+                result = self.step(action)
+                out.append((probability, result, None if result[2] or result[3] else self.save_state()))
+                self.restore_state(saved)
+        finally:
+            self._forced_slip = None
+        return out
 
     def render(self) -> str | None:
         """Returns the current observation text in ``"ansi"`` mode."""
@@ -265,8 +351,8 @@ class CriticalChainEnv(TaskEnv):
             text = f"{head} The road forks. Signs point to: {', '.join(signs)}."
         else:
             nxt = task.places[stage + 1]
-            self._actions[f"walk to the {nxt}"] = ("move", nxt)
-            self._actions[f"go to the {nxt}"] = ("move", nxt)
+            for verb in MOVE_VERBS[: self.move_phrasings]:
+                self._actions[f"{verb} the {nxt}"] = ("move", nxt)
             text = f"{head} The road goes on to the {nxt}."
         for k in range(self.num_distractors):
             distractor = DISTRACTORS[(stage + k) % len(DISTRACTORS)]
@@ -311,6 +397,7 @@ def _validate(
     num_tasks: int,
     split: str,
     render_mode: str | None,
+    move_phrasings: int = 2,
 ) -> None:
     checks = [
         (horizon >= 2, f"horizon must be >= 2, got {horizon}"),
@@ -327,6 +414,10 @@ def _validate(
         (0.0 <= noise < 1.0, f"noise must be in [0, 1), got {noise}"),
         (max_env_steps is None or max_env_steps >= 1, f"max_env_steps must be >= 1 or None, got {max_env_steps}"),
         (num_tasks >= 1, f"num_tasks must be >= 1, got {num_tasks}"),
+        (
+            isinstance(move_phrasings, int) and 1 <= move_phrasings <= len(MOVE_VERBS),
+            f"move_phrasings must be an int in [1, {len(MOVE_VERBS)}], got {move_phrasings!r}",
+        ),
         (split in SPLITS, f"split must be one of {SPLITS}, got {split!r}"),
         (render_mode in (None, "ansi"), f"render_mode must be None or 'ansi', got {render_mode!r}"),
     ]

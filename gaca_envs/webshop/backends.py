@@ -27,10 +27,13 @@ RESTORE_PATH = "/api/snapshot/restore"
 
 
 def _snapshot_failure(status: int, body: Any, what: str) -> Exception:
-    """The error for a snapshot request the shop did not answer with a page: its 4xx reason, else a server error."""
+    """The error for a snapshot request the shop did not answer with a page: a refusal for a 4xx (with the shop's
+    reason when it gives one), else a server error."""
     message = body.get("message") if isinstance(body, dict) else None
     if 400 <= status < 500 and message:
         return SnapshotRefused(f"the shop refused to {what} the snapshot ({status}): {message}")
+    if 400 <= status < 500:  # the endpoint took it, but the page it names answers an error (a mangled path)
+        return SnapshotRefused(f"the shop has no page for the snapshot's path ({status} on {what}); save it again")
     return WebShopServerError(
         f"WebShop answered {status} to a snapshot {what}; is it a webshop-server of this project?"
     )

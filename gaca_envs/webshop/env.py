@@ -45,10 +45,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 from gaca_envs.anchors import anchor_digest
 from gaca_envs.spaces import TextSpace
-from gaca_envs.task_env import EnvSnapshot, TaskEnv, resolve_max_env_steps
+from gaca_envs.task_env import EnvSnapshot, TaskEnv, resolve_max_env_steps, same_json
 from gaca_envs.webshop.backends import HttpBackend, InProcessBackend, SnapshotRefused, WebShopServerError
 from gaca_envs.webshop.pages import Clickable, Page, parse_page
 
@@ -59,6 +60,9 @@ QUERY = re.compile(r"[ -~]{1,256}")  # printable ASCII
 QUERY_FORBIDDEN = re.compile(r"[<>\[\]{}]")
 TASK_ID = re.compile(r"(?:fixed_)?(\d{1,9})")
 SEARCH_PLACEHOLDER = "search[<query>]"
+# The fewest steps from the start page to a page of each kind: a search, a product click, "buy now" or a
+# sub-page (a restored snapshot that claims fewer is refused).
+MIN_STEPS_TO = {"start": 0, "search_results": 1, "item_page": 2, "item_sub_page": 3, "done": 3}
 
 
 @dataclass(frozen=True)
@@ -329,35 +333,89 @@ class WebShopEnv(TaskEnv):
         return self._task["task_id"], self._observation(), state
 
     def _restore_episode(self, snapshot: EnvSnapshot) -> tuple[str, dict[str, Any]]:
+        """Asks the shop to restore its session snapshot; checks the episode state against the page it shows.
+
+        Checked: the shop's snapshot is of the task's goal; ``visited`` is a sorted list of distinct
+        product ids (upper case), no longer than ``steps``, holding the product of a product or
+        purchase page; ``plan_at`` is None or an int in ``[0, steps]``; ``steps`` reaches the page
+        (a results page takes a search, a product page a click more, a purchase or sub-page one
+        more); the instruction is the goal's; the observation is the page as some observation mode
+        shows it (a snapshot restores in any mode).
+        """
         state = snapshot.state
         keys = {"shop", "task", "visited", "plan_at"}
         if set(state) != keys:
-            raise ValueError(f"WebShop snapshot state needs {', '.join(sorted(keys))}, got {sorted(state)}")
-        shop, plan_at = state["shop"], state["plan_at"]
-        if not isinstance(shop, dict) or snapshot.task_id != f"fixed_{shop.get('goal')}":
+            raise ValueError(f"WebShop snapshot state needs {', '.join(sorted(keys))}, got {sorted(state)!r:.200}")
+        shop, plan_at, visited = state["shop"], state["plan_at"], state["visited"]
+        if not isinstance(shop, dict) or not same_json(snapshot.task_id, f"fixed_{shop.get('goal')}"):
             raise ValueError(
-                f"snapshot state shop must be the shop's session snapshot of goal {snapshot.task_id!r}, "
+                f"snapshot state shop must be the shop's session snapshot of goal {snapshot.task_id!r:.40}, "
                 f"got {shop!r:.120}"
             )
-        if not isinstance(state["visited"], list) or not (plan_at is None or isinstance(plan_at, int)):
-            raise ValueError("snapshot state visited must be a list of product ids and plan_at an int or None")
+        if (
+            not isinstance(visited, list)
+            or not all(isinstance(v, str) and v == v.upper() and 0 < len(v) <= 64 for v in visited)
+            or visited != sorted(set(visited))
+            or len(visited) > snapshot.steps
+        ):
+            raise ValueError(
+                f"snapshot state visited must be the sorted, distinct, upper-case ids of the products clicked, at "
+                f"most one per step ({snapshot.steps}), got {visited!r:.120}"
+            )
+        if plan_at is not None and (
+            not isinstance(plan_at, int) or isinstance(plan_at, bool) or not 0 <= plan_at <= snapshot.steps
+        ):
+            raise ValueError(
+                f"snapshot state plan_at must be None or an int in [0, steps={snapshot.steps}], got {plan_at!r:.40}"
+            )
+        if not isinstance(state["task"], str):
+            raise ValueError(f"snapshot state task must be the instruction text, got {type(state['task']).__name__}")
         path, html = self._open_snapshot(shop)
         page = parse_page(html, path)
-        if page.kind != "done" and page.instruction != state["task"]:
+        least = MIN_STEPS_TO[page.kind]
+        if snapshot.steps < least:
+            raise ValueError(
+                f"snapshot field steps={snapshot.steps} cannot reach a {page.kind} page (it takes at least {least}); "
+                "restore the snapshot save_state() gave"
+            )
+        product = canonical_state(page)[3]
+        if product and product.upper() not in visited:
+            raise ValueError(
+                f"snapshot state visited {visited!r:.80} lacks the product {product!r:.20} its {page.kind} page "
+                "shows (a product page is reached by clicking it)"
+            )
+        instruction = page.instruction if page.kind != "done" else self._instruction_of(str(shop["session_id"]))
+        if instruction != state["task"]:
             raise SnapshotRefused(
-                f"the shop shows another instruction for the snapshot's session ({page.instruction!r:.80} instead "
+                f"the shop shows another instruction for the snapshot's session ({instruction!r:.80} instead "
                 f"of {state['task']!r:.80})"
             )
         self._task = {"task": state["task"], "task_id": snapshot.task_id, "session_id": shop["session_id"]}
-        self._page, self._visited = page, {str(asin) for asin in state["visited"]}
+        self._page, self._visited = page, set(visited)
+        self._check_observation(snapshot, (page.text(), page.text_rich(self._visited), page.html))
         if self.expert:
             from webshop_server.expert import oracle_actions
 
-            self._plan, self._plan_at = oracle_actions(self.backend.app.extensions["webshop"], shop["goal"]), plan_at
+            self._plan = oracle_actions(self.backend.app.extensions["webshop"], shop["goal"])
+            if plan_at is not None and plan_at > len(self._plan):
+                raise ValueError(
+                    f"snapshot state plan_at={plan_at} is past the expert's plan of {len(self._plan)} actions"
+                )
+            self._plan_at = plan_at
         score = float(page.reward) if page.kind == "done" and page.reward is not None else 0.0
-        return self._observation(), self._info(
-            action_valid=True, score=score, won=page.kind == "done" and score == 1.0
-        )
+        info = self._info(action_valid=True, score=score, won=page.kind == "done" and score == 1.0)
+        if page.kind == "done" and page.reward_info is not None:
+            info["score_breakdown"] = page.reward_info
+        return self._observation(), info
+
+    def _instruction_of(self, session_id: str) -> str | None:
+        """The instruction the shop's start page of ``session_id`` shows (a purchase page shows none)."""
+        path, html = self._fetch(Move("open", session_id, "GET", f"/{quote(session_id, safe='')}"))
+        return parse_page(html, path).instruction
+
+    def _terminal(self) -> bool:
+        """A purchase (the done page) ends the episode."""
+        return self._page.kind == "done"
 
     def _open_snapshot(self, shop_snapshot: dict) -> tuple[str, str]:
         """The shop restores its session snapshot; the path and HTML of the page it shows."""

@@ -104,8 +104,8 @@ def test_restore_then_act_equals_continuing_over_random_walks(files):
     snapshots = check_restore_equals_continuing(
         source, lambda: gym.make("GACA-ALFWorld-v0", game_files=files), list(source.unwrapped.task_ids), walks=12
     )
-    assert len(snapshots) >= 8 and all(s.env == "alfworld" and s.version == 1 for s in snapshots)
-    assert max(len(pickle.dumps(s)) for s in snapshots) < 16_000  # small: the dynamic facts and the game's path
+    assert len(snapshots) >= 8 and all(s.env == "alfworld" and s.version == 2 for s in snapshots)
+    assert max(len(pickle.dumps(s)) for s in snapshots) < 4_000  # small: the commands played, no facts or path
 
 
 def test_restore_in_another_process(files):
@@ -124,17 +124,31 @@ def test_bad_snapshots_give_clear_errors(files, tmp_path):
     fresh = gym.make("GACA-ALFWorld-v0", game_files=files)
     state = snapshot.state
     cases = [
-        ({**state, "game_file": str(tmp_path / "gone.tw-pddl")}, "gone.tw-pddl"),
-        ({**state, "facts": 7}, "does not fit this ALFWorldEnv \\(TypeError"),
-        ({k: v for k, v in state.items() if k != "on"}, "ALFWorld snapshot state needs deleted, facts, game_file, "),
+        ({**state, "game_file": str(tmp_path / "gone.tw-pddl")}, "ALFWorld snapshot state needs actions, last_action"),
+        ({**state, "actions": 7}, r"snapshot state actions must be a list of commands \(str\), got 7"),
+        (
+            {k: v for k, v in state.items() if k != "actions"},
+            "ALFWorld snapshot state needs actions, last_action_valid",
+        ),
+        ({**state, "actions": [*state["actions"][:-1], "fly away"]}, r"actions\[\d\] \('fly away'\) is not an admis"),
     ]
     for bad_state, message in cases:
         with pytest.raises(ValueError, match=message):
             fresh.reset(options={"snapshot": dataclasses.replace(snapshot, state=bad_state)})
+        with pytest.raises(RuntimeError, match="after the episode ended"):  # nothing half-restored to step
+            fresh.step("look")
+    # A snapshot names a task of the env's own games, never a file: a path is an unknown task, and the
+    # message says nothing about whether such a file exists.
+    for task_id in ("/etc/hostname", str(tmp_path / "gone.tw-pddl"), "../../etc/passwd"):
+        with pytest.raises(ValueError, match=r"is not one of this env's 6 tasks \(split 'train'") as refused:
+            fresh.reset(options={"snapshot": dataclasses.replace(snapshot, task_id=task_id)})
+        assert "No such file" not in str(refused.value) and "Expecting value" not in str(refused.value)
     with pytest.raises(
         ValueError, match="snapshot was saved by a 'criticalchain' env; this ALFWorldEnv restores only"
     ):
         fresh.reset(options={"snapshot": dataclasses.replace(snapshot, env="criticalchain")})
+    with pytest.raises(ValueError, match=r"snapshot format version 1 is not the version this ALFWorldEnv reads \(2\)"):
+        fresh.reset(options={"snapshot": dataclasses.replace(snapshot, version=1)})
     stock = gym.make("GACA-ALFWorld-v0", game_files=files[:1], engine="textworld")
     with pytest.raises(
         RuntimeError, match="restore_state\\(\\) needs engine='native'; this env uses engine='textworld'"
