@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gaca_train.episodes import Episode, Policy, Start, Transition, play
@@ -97,6 +97,7 @@ class PlayedTree:
         snapshot_seconds: of those, seconds saving snapshots (wave 1) and restoring them (wave 2's resets).
         snapshots: snapshots saved.
         snapshot_bytes: the largest saved branch-point snapshot, as JSON bytes.
+        histories: per trajectory, its final history (a continuation's starts with its prefix's).
     """
 
     transitions: list[Transition]
@@ -107,6 +108,7 @@ class PlayedTree:
     snapshot_seconds: float = 0.0
     snapshots: int = 0
     snapshot_bytes: int = 0
+    histories: list[list[tuple[str, str]]] = field(default_factory=list)
 
 
 def _score(t: Transition, criterion: str, rng: random.Random) -> float:
@@ -236,12 +238,13 @@ def _assemble(roots: set[int], wave1: Any, wave2: Any, continued: list, snapshot
         snapshot_seconds=wave1.snapshot_seconds + wave2.reset_seconds,
         snapshots=snapshots,
         snapshot_bytes=max(sizes, default=0),
+        histories=[wave1.histories[i] for i in sorted(roots)] + [wave2.histories[i] for i in cont_slots],
     )
 
 
 def _renumber(t: Transition, traj: int) -> Transition:
     return Transition(traj, t.step, t.observation, t.info, t.decision, t.reward, t.next_info, t.terminated,
-                      t.truncated)  # fmt: skip
+                      t.truncated, t.snapshot)  # fmt: skip
 
 
 def _renumber_episode(e: Episode, traj: int) -> Episode:

@@ -12,6 +12,7 @@ from trl import GRPOConfig
 
 from gaca_train.advantages import ESTIMATORS, EstimatorConfig
 from gaca_train.branching import Branching
+from gaca_train.oracle import OracleConfig
 from gaca_train.rollout import ACTION_LIST_STYLES
 
 # The estimator options of METHOD.md: GACAConfig inherits them from EstimatorConfig.
@@ -212,6 +213,25 @@ class GACAConfig(GRPOConfig, EstimatorConfig):
             "branch_continuations per branch point."
         },
     )
+    oracle_every: int = field(
+        default=0,
+        metadata={
+            "help": "Every how many iterations the oracle measures the estimators against true advantages from env "
+            "snapshots (`oracle/*` metrics, docs/training.md); 0: never. 10 costs about 10% of training time."
+        },
+    )
+    oracle_rows: int = field(
+        default=16, metadata={"help": "Oracle: rows measured per pass (stratified by NLL, step)."}
+    )
+    oracle_continuations: int = field(
+        default=4, metadata={"help": "Oracle: continuations per row for Q(s, a) and again for V(s)."}
+    )
+
+    def oracle_spec(self) -> OracleConfig | None:
+        """The run's :class:`~gaca_train.oracle.OracleConfig`; None when ``oracle_every`` is 0."""
+        if not self.oracle_every:
+            return None
+        return OracleConfig(self.oracle_rows, self.oracle_continuations, self.oracle_every, seed=self.seed)
 
     def branching_spec(self) -> Branching | None:
         """The run's :class:`~gaca_train.branching.Branching`; None for independent rollouts."""
@@ -246,6 +266,7 @@ class GACAConfig(GRPOConfig, EstimatorConfig):
             self.preset = None
         self._validate_gaca_fields()
         self._validate_branching()
+        OracleConfig(self.oracle_rows, self.oracle_continuations, self.oracle_every)  # names a bad value's field
         self._check_report_to()
         if self.num_generations_eval is None:
             self.num_generations_eval = 1  # validation plays each eval task eval_rollouts_per_task times itself

@@ -23,7 +23,7 @@ import torch
 
 from gaca_train.advantages import StepRows
 from gaca_train.branching import Branching, play_tree
-from gaca_train.episodes import Decision, Episode, Turn, play
+from gaca_train.episodes import Decision, Episode, Transition, Turn, play
 from gaca_train.vector import RolloutPool
 
 # ``max_steps`` is the episode cap's previous name: templates that use it keep rendering the same text.
@@ -266,6 +266,8 @@ class RolloutResult:
     timings: dict[str, float]
     parents: list[int] | None = None
     branching: dict[str, float] | None = None
+    transitions: list[Transition] | None = None
+    histories: list[list[tuple[str, str]]] | None = None
 
     def parent_rows(self, traj_offset: int = 0) -> list[int] | None:
         """Per row of :meth:`to_step_rows`, its trajectory's parent id (with ``traj_offset``; -1 a root), or None."""
@@ -321,6 +323,7 @@ def run_rollout(
     *,
     seed: int | None = None,
     branching: Branching | None = None,
+    save_snapshots: bool = False,
     **options: Any,
 ) -> RolloutResult:
     """Plays one episode in every env of ``pool``; env ``i`` plays ``task_ids[i]``.
@@ -345,6 +348,8 @@ def run_rollout(
         prompts: builds each turn's messages.
         seed: reset seed (env ``i`` gets ``seed + i``), for reproducible env randomness.
         branching: how the groups branch (None or criterion ``off``: independent rollouts).
+        save_snapshots: keep each step's env snapshot, its transition and the episodes' histories in the
+            result (``transitions``, ``histories``, for the oracle); a branching rollout has them for its roots.
         **options: :class:`LLMPolicy`'s keyword arguments (batch size, chat template arguments,
             progress bar, ``lockstep``, ``max_prompt_length``, ``parse``).
 
@@ -360,7 +365,8 @@ def run_rollout(
     collective = policy.lockstep is not None
     parents = stats = None
     if branching is None or branching.criterion == "off":
-        played = play(pool, task_ids, policy, prompts.max_env_steps, seed=seed, collective=collective)
+        played = play(pool, task_ids, policy, prompts.max_env_steps, seed=seed, collective=collective,
+                      save_snapshots=save_snapshots)  # fmt: skip
     else:
         played = play_tree(pool, task_ids, policy, prompts.max_env_steps, branching, seed=seed, collective=collective,
                            rng=random.Random(seed))  # fmt: skip
@@ -389,7 +395,8 @@ def run_rollout(
         for t in played.transitions
     ]
     timings = {"env": played.env_seconds, **policy.timings}
-    return RolloutResult(steps, played.episodes, group_of_env, timings, parents, stats)
+    kept = (played.transitions, played.histories) if save_snapshots else (None, None)
+    return RolloutResult(steps, played.episodes, group_of_env, timings, parents, stats, *kept)
 
 
 class LLMPolicy:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +27,9 @@ import torch
 from gaca_train.advantages import EstimatorConfig, StepRows, compute_advantages
 from gaca_train.branching import Branching, play_tree
 from gaca_train.episodes import Decision, EnvList, Turn, play
+from gaca_train.oracle import OracleConfig
+from gaca_train.oracle_exact import ExactValues
+from gaca_train.oracle_metrics import branch_point_rows, run_oracle_pass
 
 __all__ = ["StudyConfig", "TabularSoftmaxPolicy", "add_coverage", "evaluate_greedy", "new_coverage", "train_tabular"]
 
@@ -78,6 +82,16 @@ class StudyConfig:
     branch_points: int = 2
     branch_continuations: int = 2
     branch_budget: str = "env_steps"
+    oracle_every: int = 0
+    oracle_rows: int = 32
+    oracle_continuations: int = 16
+    oracle_exact: bool = False
+
+    def oracle_spec(self) -> OracleConfig | None:
+        """The run's oracle (:mod:`gaca_train.oracle`), None when ``oracle_every`` is 0."""
+        if not self.oracle_every:
+            return None
+        return OracleConfig(self.oracle_rows, self.oracle_continuations, self.oracle_every, seed=self.seed)
 
     def branching_spec(self) -> Branching | None:
         """The run's :class:`~gaca_train.branching.Branching`, None for independent rollouts."""
@@ -121,18 +135,19 @@ class _Sampler:
 
 
 def _rollout(envs: list[gym.Env], task_ids: list[str], policy: TabularSoftmaxPolicy, rng, first_traj: int,
-             branching: Branching | None = None):  # fmt: skip
+             branching: Branching | None = None, save_snapshots: bool = False):  # fmt: skip
     """Plays the groups (env i on task_ids[i // N]), independently or as branching trees.
 
     Returns:
-        The step records, the episodes' outcomes, and per step its trajectory's parent (-1 for a root).
+        The step records, the episodes' outcomes, per step its trajectory's parent (-1 for a root), and
+        what the episode loop played (transitions with their snapshots when ``save_snapshots``, histories).
     """
     n_per_task = len(envs) // len(task_ids)
     seeds = [int(rng.integers(2**31)) for _ in envs]
     slots = [task_ids[i // n_per_task] for i in range(len(envs))]
     sampler = _Sampler(policy, rng)
     if branching is None:
-        played = play(EnvList(envs), slots, sampler, None, seed=seeds)
+        played = play(EnvList(envs), slots, sampler, None, seed=seeds, save_snapshots=save_snapshots)
         parents = [-1] * len(envs)
     else:
         tree_rng = random.Random(int(rng.integers(2**31)))
@@ -145,7 +160,7 @@ def _rollout(envs: list[gym.Env], task_ids: list[str], policy: TabularSoftmaxPol
         for t in played.transitions
     ]  # fmt: skip
     parent = [-1 if parents[t.env_index] < 0 else first_traj + parents[t.env_index] for t in played.transitions]
-    return steps, [e.won for e in played.episodes], parent
+    return steps, [e.won for e in played.episodes], parent, played
 
 
 def _policy_gradient(policy: TabularSoftmaxPolicy, steps: list[_Step], advantage: np.ndarray, lr: float) -> None:
@@ -189,14 +204,19 @@ def train_tabular(cfg: StudyConfig) -> dict[str, list[float]]:
     curves["eval_success"].append(evaluate_greedy(policy, eval_env, pool))
     branching, env_steps = cfg.branching_spec(), 0
     coverage = new_coverage()
+    oracle, passes = cfg.oracle_spec(), []
+    oracle_envs = [] if oracle is None else [gym.make(cfg.env_id, **cfg.env_kwargs).unwrapped for _ in range(128)]
     for it in range(cfg.iterations):
         task_ids = [str(t) for t in rng.choice(pool, size=cfg.tasks_per_iteration, replace=False)]
-        steps, won, parent = _rollout(envs, task_ids, policy, rng, 2 * it * n_envs, branching)
+        oracle_due = oracle is not None and it % oracle.every == 0
+        steps, won, parent, played = _rollout(envs, task_ids, policy, rng, 2 * it * n_envs, branching, oracle_due)
         rows = StepRows.from_steps(
             [{"group": s.group, "traj": s.traj, "step": s.step, "anchor_key": s.anchor_key, "reward": s.reward,
               "nll": s.nll, "valid": True} for s in steps], reward_dtype=torch.float64,
         )  # fmt: skip
         out = compute_advantages(rows, cfg.estimator, config=options, parent=parent)
+        if oracle_due:  # the rollout's policy, before its update
+            passes.append(oracle_pass(cfg, oracle, policy, played, rows, parent, options, it, oracle_envs))
         _policy_gradient(policy, steps, out.advantage.numpy(), cfg.lr)
         env_steps += len(steps)
         curves["train_success"].append(float(np.mean(won)))
@@ -209,7 +229,47 @@ def train_tabular(cfg: StudyConfig) -> dict[str, list[float]]:
             curves["env_steps"].append(env_steps)
             curves["eval_success"].append(evaluate_greedy(policy, eval_env, pool))
     curves["coverage"] = coverage
+    if oracle is not None:
+        curves["oracle"] = passes
     return curves
+
+
+def oracle_pass(
+    cfg: StudyConfig,
+    oracle: OracleConfig,
+    policy: TabularSoftmaxPolicy,
+    played: Any,
+    rows: StepRows,
+    parent: list[int],
+    options: EstimatorConfig,
+    iteration: int,
+    envs: list[gym.Env],
+) -> dict[str, Any]:
+    """One oracle pass on an iteration's rollout: Monte-Carlo A* of stratified rows (and exact A* by DP).
+
+    Returns:
+        ``iteration``, ``metrics`` (:func:`~gaca_train.oracle_metrics.summary_metrics`), ``records`` (per row,
+        with ``mc_a_star`` / ``mc_variance`` unscaled and, with ``oracle_exact``, ``exact_a_star``, ``exact_scaled``
+        and whether the normal and the bounded Monte-Carlo intervals hold it), ``seconds`` and ``env_steps``.
+    """
+    tic = time.perf_counter()
+    sampler = _Sampler(policy, np.random.default_rng([oracle.seed, iteration, 7]))
+    done = run_oracle_pass(EnvList(envs), played.transitions, played.histories, rows, sampler, options, oracle,
+                           max_env_steps=None, iteration=iteration, parent=parent)  # fmt: skip
+    est, records = done.estimates, done.rows.to_records()
+    for r, a, v in zip(records, est.advantage, est.variance):
+        r["mc_a_star"], r["mc_variance"] = a, v
+    if cfg.oracle_exact:
+        exact = ExactValues(envs[0], lambda obs, actions: policy.distribution(obs, actions)[1], oracle.gamma)
+        high = float(cfg.env_kwargs.get("reward_on_success", 10.0))
+        normal, bounded = est.interval(), est.interval_bounded(0.0, high)
+        for r, t, lo_hi, b in zip(records, done.targets, normal, bounded):
+            q, v = exact.q_and_v(t.snapshot, t.decision.action)
+            r["exact_a_star"], r["exact_scaled"] = q - v, (q - v) / r["scale"]
+            r["inside_normal"] = lo_hi[0] <= q - v <= lo_hi[1]
+            r["inside_bounded"] = b[0] <= q - v <= b[1]
+    return {"iteration": iteration, "metrics": done.metrics, "records": records,
+            "seconds": time.perf_counter() - tic, "env_steps": est.env_steps}  # fmt: skip
 
 
 def new_coverage() -> dict[str, list[float]]:
@@ -232,14 +292,7 @@ def add_coverage(coverage: dict[str, list[float]], rows: StepRows, out: Any, par
         acc.extend([0.0] * (width - len(acc)))
         for t, v in enumerate(per_step):
             acc[t] += v
-    parent_t = torch.tensor(parent, dtype=torch.int64)
-    first = torch.full((int(rows.traj.max()) + 1,), torch.iinfo(torch.int64).max).scatter_reduce_(
-        0, rows.traj, rows.step, "amin"
-    )
-    continuation_start = (parent_t >= 0) & (rows.step == first[rows.traj])
-    branch_key = set(zip(parent_t[continuation_start].tolist(), rows.step[continuation_start].tolist()))
-    at_parent = torch.tensor([(int(j), int(t)) in branch_key for j, t in zip(rows.traj, rows.step)], dtype=torch.bool)
-    at_branch = continuation_start | at_parent
+    at_branch = branch_point_rows(rows, parent)
     coverage["branch_rows"][0] += float(at_branch.sum())
     coverage["branch_partnered"][0] += float(partnered[at_branch].sum())
     coverage["branch_group_size"][0] += float(size[at_branch].sum())

@@ -27,8 +27,10 @@ from gaca_envs.task_env import split_task_ids
 from gaca_train.advantages import compute_advantages
 from gaca_train.batching import pack_micro_batches, padded_tokens, plan_mini_batches
 from gaca_train.config import GACAConfig
+from gaca_train.oracle_metrics import OraclePass, run_oracle_pass
 from gaca_train.precision import check_update_precision
 from gaca_train.rollout import (
+    LLMPolicy,
     PromptBuilder,
     RolloutResult,
     check_first_prompts,
@@ -260,6 +262,7 @@ class GACATrainer(GRPOTrainer):
         self._check_first_prompts(list(self.train_dataset["task_id"]))
         self._pools: dict[tuple, RolloutPool] = {}
         self.last_rollout: RolloutResult | None = None
+        self.last_oracle: OraclePass | None = None
         # TRL sizes its completion tables to one row per episode; here an iteration has up to
         # max_env_steps rows per episode, and the tables keep the latest iteration's rows.
         most_rows = args.tasks_per_iteration * args.rollouts_per_task * args.max_env_steps
@@ -334,10 +337,13 @@ class GACATrainer(GRPOTrainer):
             reward_scale=self.args.reward_scale,
             traj_offset=traj_offset,
         )
-        advantages = compute_advantages(rows, **self.args.estimator_kwargs(), parent=result.parent_rows(traj_offset))
+        parent = result.parent_rows(traj_offset)
+        advantages = compute_advantages(rows, **self.args.estimator_kwargs(), parent=parent)
         advantage_time = time.perf_counter() - tic
         iteration = self._iteration_rows(result, advantages.advantage)
         metrics = {**result.metrics(), **advantages.metrics, "time/rollout": rollout_time}
+        if result.transitions is not None:  # an oracle iteration (oracle_every): A* of some rows, before the update
+            metrics.update(self._oracle_metrics(result, rows, parent, len(task_ids)))
         metrics.update({"time/advantage": advantage_time, "train/rows": float(iteration.total)})
         self._record_metrics(metrics, mode)
         if self.log_completions:
@@ -348,6 +354,53 @@ class GACATrainer(GRPOTrainer):
         batch = self._batch(iteration, list(range(len(iteration.steps))))
         batch["num_items_in_batch"] = self.accelerator.gather(batch["completion_mask"].sum()).sum()
         return batch
+
+    def _oracle_due(self, mode: str) -> bool:
+        oracle = self.args.oracle_spec()
+        return mode == "train" and oracle is not None and self.state.global_step % oracle.every == 0
+
+    def _oracle_metrics(self, result: RolloutResult, rows: Any, parent: list[int] | None, slots: int) -> dict:
+        """``oracle/*``: the estimators against Monte-Carlo A* of stratified rows (:mod:`gaca_train.oracle`).
+
+        The continuations sample from the rollout's policy (the model before this iteration's update) through
+        the trainer's generation backend, in the rollout's env pool; the torch RNG state is restored after, so
+        the oracle leaves training's samples unchanged.
+        """
+        lockstep = max_over_ranks(self.accelerator)
+        rng = torch.get_rng_state()
+        cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None
+        try:
+            with self._generation_model() as model:
+                policy = LLMPolicy(
+                    self._generate_fn(model),
+                    self.processing_class,
+                    self.prompt_builder,
+                    batch_size=self.args.rollout_batch_size,
+                    chat_template_kwargs=self.chat_template_kwargs,
+                    lockstep=lockstep,
+                    max_prompt_length=self.args.max_prompt_length,
+                    parse=self._parse,
+                )
+                done = run_oracle_pass(
+                    self._pool(slots),
+                    result.transitions,
+                    result.histories,
+                    rows,
+                    policy,
+                    self.args,
+                    self.args.oracle_spec(),
+                    max_env_steps=self.args.max_env_steps,
+                    iteration=self.state.global_step,
+                    parent=parent,
+                    reward_scale=self.args.reward_scale,
+                    min_over_ranks=None if lockstep is None else (lambda n: -lockstep(-n)),
+                )
+        finally:
+            torch.set_rng_state(rng)
+            if cuda_rng is not None:
+                torch.cuda.set_rng_state_all(cuda_rng)
+        self.last_oracle = done
+        return done.metrics
 
     def _iteration_rows(self, result: RolloutResult, advantage: torch.Tensor) -> IterationRows:
         """The rank's rows in global order: by (episode, step), episodes numbered over all ranks."""
@@ -624,6 +677,7 @@ class GACATrainer(GRPOTrainer):
                 lockstep=max_over_ranks(self.accelerator),  # collective generation needs equal calls per rank
                 max_prompt_length=self.args.max_prompt_length,
                 parse=self._parse,
+                save_snapshots=self._oracle_due(mode),
             )
 
     @contextmanager

@@ -9,6 +9,7 @@ derived with hashlib from the task id, so a task id means the same task on every
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass
 
@@ -68,6 +69,7 @@ def parse_task_id(task_id: str) -> tuple[str, int]:
     return split, int(index)
 
 
+@functools.lru_cache(maxsize=4096)  # a pure function of its arguments; restores rebuild the task often
 def make_task(task_id: str, *, seed: int, horizon: int, num_branches: int, branch_width: int) -> ChainTask:
     """Builds the task for ``task_id``, deterministically from ``seed`` and the id.
 
