@@ -181,14 +181,16 @@ class GACAEnvironment(Environment[GACAAction, GACAObservation, GACAState]):
         return self._observation(observation, info, None, False, False)
 
     def _accept_snapshot(self, snapshot: dict[str, Any]) -> EnvSnapshot:
-        """The snapshot a client sent, once its signature is checked (unsigned ones only with ``trust_snapshots``).
+        """The snapshot a client sent: its shape checked as in-process, then its signature (unsigned ones pass only
+        with ``trust_snapshots``).
 
         Raises:
-            ValueError: for a missing or wrong signature, or a dict that is not a snapshot.
+            ValueError: for a dict that is not a snapshot (naming the field), or a missing or wrong signature.
         """
+        parsed = EnvSnapshot.from_dict(snapshot)
         if is_signed(snapshot) or not self._trust_snapshots:
-            snapshot = verify(snapshot, self._snapshot_key)
-        return EnvSnapshot.from_dict(snapshot)
+            verify(snapshot, self._snapshot_key)
+        return parsed
 
     def _discard_episode(self) -> None:
         """Ends the session's episode without a result: its next step is refused until a reset succeeds."""
