@@ -14,7 +14,11 @@ an episode played here equals, step by step, one played in-process with the serv
 snapshot, RuntimeError for a step after the episode ended), with the env's message. A lost
 connection or a server that dies mid-episode raises :class:`ConnectionError` naming the episode:
 nothing is reset behind the caller's back; the next ``reset`` connects again. A full server
-raises :class:`EnvServerError` ("busy"). Needs the ``websockets`` package (extra ``server``).
+raises :class:`EnvServerError` ("busy"). A server that does not answer raises within its time-out
+plus a second: :class:`ConnectionError` after ``connect_timeout_s`` when no session opens,
+:class:`TimeoutError` after ``step_timeout_s`` for a reset, step or state (the connection is then
+cut, not closed politely: a frozen server would not answer the close either). Needs the
+``websockets`` package (extra ``server``).
 
 Version history: v0 (initial).
 """
@@ -36,6 +40,8 @@ from gaca_envs.task_env import EnvSnapshot, TaskEnv, TaskIds, deprecated_max_ste
 
 _RAISES = {"ValueError: ": ValueError, "TypeError: ": TypeError, "RuntimeError: ": RuntimeError}
 _SESSION_CLOSED = "SessionClosed: "
+# Seconds a polite close waits for the server's answer (websockets waits 10 by default); past it the socket is cut.
+CLOSE_TIMEOUT_S = 1.0
 
 
 class EnvServerError(RuntimeError):
@@ -66,8 +72,9 @@ class RemoteEnv(gym.Env[str, str]):
     Args:
         url: the server's base URL, e.g. ``"http://127.0.0.1:8000"``.
         env_id: the env id expected on the server (None: whatever it serves); another id is an error.
-        connect_timeout_s: seconds to reach the server.
-        step_timeout_s: seconds to wait for one reset or step answer.
+        connect_timeout_s: seconds to reach the server (its ``/gaca/info`` answer, then the session's handshake).
+        step_timeout_s: seconds to wait for one reset, step or state answer; past it :class:`TimeoutError`
+            is raised within a second and the session is dropped.
         render_mode: None or ``"ansi"`` (the last observation).
         **env_kwargs: kwargs the served env must have been built with (the server's, or the env's
             ``split``); a difference is an error, since the server, not this client, builds the env.
@@ -158,15 +165,20 @@ class RemoteEnv(gym.Env[str, str]):
         ws_url = "ws" + self.url[len("http") :] + "/ws"
         try:
             # Entered as a context manager (websockets 17 warns otherwise); _drop closes it.
-            connection = connect(ws_url, open_timeout=self.connect_timeout_s, max_size=None, compression=None)
+            connection = connect(ws_url, open_timeout=self.connect_timeout_s, close_timeout=CLOSE_TIMEOUT_S,
+                                 max_size=None, compression=None)  # fmt: skip
             self._ws = connection.__enter__()
         except Exception as e:  # any failure to connect is one error to the caller
             raise ConnectionError(f"cannot open a session on the env server at {self.url}: {e}") from e
 
-    def _drop(self) -> None:
+    def _drop(self, cut: bool = False) -> None:
+        """Closes the session's connection: politely (within :data:`CLOSE_TIMEOUT_S`), or with ``cut`` at once."""
         if self._ws is not None:
             with contextlib.suppress(Exception):  # closing a broken connection may fail; it is gone either way
-                self._ws.close()
+                if cut and hasattr(self._ws, "close_socket"):
+                    self._ws.close_socket()
+                else:
+                    self._ws.close()
             self._ws = None
 
     def _call(self, message: dict[str, Any]) -> dict[str, Any]:
@@ -184,7 +196,7 @@ class RemoteEnv(gym.Env[str, str]):
             self._ws.send(json.dumps(message))
             answer = json.loads(self._ws.recv(timeout=self.step_timeout_s))
         except TimeoutError as e:
-            self._drop()
+            self._drop(cut=True)  # a server that did not answer in time would not answer a close either
             raise TimeoutError(
                 f"the env server at {self.url} did not answer a {message['type']} within {self.step_timeout_s} s"
                 f"{self._where()}; the session is dropped"

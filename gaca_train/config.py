@@ -82,6 +82,14 @@ class GACAConfig(GRPOConfig, EstimatorConfig):
             "round-robin (GACA-Remote-v0); each must serve `env_id` with `env_kwargs`. None: envs run here."
         },
     )
+    env_server_timeout_s: float = field(
+        default=120.0,
+        metadata={
+            "help": "Seconds a rollout waits for one answer (reset, step, snapshot) of an env server in "
+            "`env_server_urls` before it fails with TimeoutError (GACA-Remote-v0's step_timeout_s; it raises within "
+            "this plus a second)."
+        },
+    )
     reward_scale: float = field(
         default=1.0, metadata={"help": "Multiplies every env reward before the estimator (e.g. 0.1 maps 10 to 1)."}
     )
@@ -326,6 +334,10 @@ class GACAConfig(GRPOConfig, EstimatorConfig):
             raise ValueError(
                 "old_logps: rollout takes the old log-probs from the sampling engine, which with vLLM is not the "
                 "trained model (its log-probs differ); use old_logps: recompute with use_vllm"
+            )
+        if not self.env_server_timeout_s > 0 or self.env_server_timeout_s == float("inf"):
+            raise ValueError(
+                f"env_server_timeout_s must be a finite number of seconds > 0, got {self.env_server_timeout_s}"
             )
         positive = ("tasks_per_iteration", "max_env_steps", "rollouts_per_task", "ppo_epochs")
         positive += ("eval_rollouts_per_task",)

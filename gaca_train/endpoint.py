@@ -397,7 +397,14 @@ class ChatEndpoint:
                     raise Interrupted from e
                 raise TimeoutError(f"no complete answer within {timeout:g} s") from e
             raise
-        if self._watchdog.unwatch(conn) or response.will_close:
+        if self._watchdog.unwatch(conn):
+            # Cut at the deadline between two header lines: http.client takes the EOF for the end of the
+            # headers and of a body without Content-Length, so the cut answer reads as a whole (empty) one.
+            conn.close()
+            if self.stop.is_set():
+                raise Interrupted
+            raise TimeoutError(f"no complete answer within {timeout:g} s")
+        if response.will_close:
             conn.close()
         return response.status, response.headers, raw
 
@@ -459,7 +466,8 @@ def check_endpoint(endpoint: ChatEndpoint, timeout: float = PREFLIGHT_TIMEOUT) -
     except (OSError, http.client.HTTPException) as e:
         where = f"{endpoint._host}:{endpoint._port or (443 if endpoint._https else 80)}"
         if isinstance(e, TimeoutError | socket.timeout):
-            raise EndpointError(f"{root} did not answer within {timeout:g} s (is the server up?)") from e
+            raise EndpointError(f"{root} did not answer in full within {timeout:g} s (is the server up, or "
+                                f"overloaded? --request-timeout)") from e  # fmt: skip
         if isinstance(e, ConnectionRefusedError):
             raise EndpointError(f"cannot connect to {root}: connection refused (no server on {where}?)") from e
         raise EndpointError(f"cannot reach {root}: {_describe(e)}") from e

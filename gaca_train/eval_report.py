@@ -194,7 +194,10 @@ def _metrics(records: Sequence[dict[str, Any]], max_length: int | None = None) -
         metrics["requests"] = requests
         for key in ("prompt_tokens", "completion_tokens"):
             metrics[key] = sum((r.get("usage") or {}).get(key, 0) for r in timed)
-        metrics["latency_s_per_request"] = sum(r["latency_s"] for r in timed) / max(requests, 1)
+        seconds = sum(r["latency_s"] for r in timed)
+        metrics["latency_s_per_request"] = seconds / max(requests, 1)
+        # Completion tokens per second of request time (summed over requests, so not wall-clock with concurrency).
+        metrics["completion_tokens_per_s"] = metrics["completion_tokens"] / seconds if seconds > 0 else 0.0
     return metrics
 
 
@@ -270,7 +273,8 @@ def markdown(name: str, summary: dict[str, Any]) -> str:
     if "requests" in summary:
         lines += [f"requests: {summary['requests']}, tokens: {summary['prompt_tokens']} prompt + "
                   f"{summary['completion_tokens']} completion, {summary['latency_s_per_request']:.3f} s per "
-                  "request."]  # fmt: skip
+                  f"request, {summary.get('completion_tokens_per_s', 0.0):.1f} completion tokens per "
+                  "request-second."]  # fmt: skip
     return "\n".join(lines) + "\n"
 
 

@@ -17,6 +17,11 @@ Ways to play:
 
 All three show the prompts the trainer shows (:class:`~gaca_train.rollout.PromptBuilder`) and
 read responses as it does (:func:`~gaca_train.rollout.parse_response`).
+
+Every model backend records the same timing fields (``requests``, ``usage`` token counts,
+``latency_s``; :func:`timing_fields`) and, with ``log_samples``, the same ``samples`` (one per step,
+:func:`sample_entry`): an endpoint's request is one call, a token backend's generation of one
+step's completion is one (its latency is the step's share of the batched generation time).
 """
 
 from __future__ import annotations
@@ -242,14 +247,44 @@ def play_chat_episode(
         return None
     record = _played_record(job, played)
     calls = [t.decision.data for t in played.transitions if t.decision.data] + policy.failed
-    if any(c.get("latency_s") is not None for c in calls):
-        record["requests"] = sum(c["tries"] for c in calls)
-        record["latency_s"] = round(sum(c["latency_s"] for c in calls), 4)
-        usage = [c["usage"] for c in calls if c.get("usage")]
-        record["usage"] = {k: sum(u.get(k, 0) for u in usage) for k in ("prompt_tokens", "completion_tokens")}
+    record.update(timing_fields(calls))
     if log_samples:
-        record["samples"] = [{"step": t.step, **t.decision.data} for t in played.transitions] + policy.failed
+        record["samples"] = [sample_entry(t.step, **t.decision.data) for t in played.transitions] + [
+            sample_entry(**failed) for failed in policy.failed
+        ]
     return record
+
+
+def timing_fields(calls: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """An episode's ``requests``, ``latency_s`` and ``usage`` (token counts) from its model calls, any backend.
+
+    Args:
+        calls: one dict per model call with ``tries``, ``latency_s`` (None: not timed) and ``usage``
+            (``prompt_tokens``, ``completion_tokens``; None: not reported).
+
+    Returns:
+        The three fields, or nothing when no call was timed (a chat function without ``complete``).
+    """
+    if not any(c.get("latency_s") is not None for c in calls):
+        return {}
+    usage = [c["usage"] for c in calls if c.get("usage")]
+    return {
+        "requests": sum(c["tries"] for c in calls),
+        "latency_s": round(sum(c["latency_s"] for c in calls), 4),
+        "usage": {k: sum(u.get(k, 0) for u in usage) for k in ("prompt_tokens", "completion_tokens")},
+    }
+
+
+def sample_entry(step: int, response: str | None = None, **call: Any) -> dict[str, Any]:
+    """One ``samples`` entry of ``--log-samples``, any backend: the step, what the model was shown and answered.
+
+    Args:
+        step: the agent step.
+        response: the raw response text (None when the request failed).
+        **call: the call's other fields: ``messages`` (chat backends) or ``prompt`` (token backends: the
+            rendered prompt text), ``usage``, ``latency_s``, ``tries``, ``error``.
+    """
+    return {"step": step, **call, "response": response} if response is not None else {"step": step, **call}
 
 
 class _Abandoned(Exception):
@@ -418,6 +453,7 @@ def play_token_jobs(
     vector_env: str = "sync",
     seed: int = 0,
     parse: ParseFn | None = None,
+    log_samples: bool = False,
 ) -> None:
     """Plays ``jobs`` ``batch_size`` at a time through :func:`~gaca_train.rollout.run_rollout`.
 
@@ -426,6 +462,7 @@ def play_token_jobs(
         tokenizer: renders the chat template and decodes completions.
         vector_env: ``"sync"`` (in-process envs) or ``"async"`` (one subprocess per env).
         parse: reads responses (None: :func:`~gaca_train.rollout.parse_response`, strict).
+        log_samples: keep every step's rendered prompt and raw response in ``record["samples"]``.
     """
     from gaca_train.rollout import run_rollout
     from gaca_train.vector import RolloutPool
@@ -440,27 +477,47 @@ def play_token_jobs(
             task_ids = [j.task_id for j in batch]
             result = run_rollout(pools[len(batch)], task_ids, generate, tokenizer, prompts, seed=seed + batch[0].index,
                                  **kwargs)  # fmt: skip
-            for record in rollout_records(result, batch, parse or parse_response):
+            records = rollout_records(result, batch, parse or parse_response, tokenizer if log_samples else None)
+            for record in records:
                 on_record(record)
     finally:
         for pool in pools.values():
             pool.close()
 
 
-def rollout_records(result: Any, batch: Sequence[Job], parse: ParseFn = parse_response) -> list[dict[str, Any]]:
-    """Episode records of a :class:`~gaca_train.rollout.RolloutResult` whose env ``i`` played ``batch[i]``."""
+def rollout_records(
+    result: Any, batch: Sequence[Job], parse: ParseFn = parse_response, sample_tokenizer: Any = None
+) -> list[dict[str, Any]]:
+    """Episode records of a :class:`~gaca_train.rollout.RolloutResult` whose env ``i`` played ``batch[i]``.
+
+    Each step's generation counts as one request, with its prompt and completion token counts and an
+    equal share of the rollout's generation seconds (the prompts of a turn are generated as one batch).
+
+    Args:
+        sample_tokenizer: decodes each step's prompt for ``record["samples"]`` (None: no samples).
+    """
     steps = defaultdict(list)
     for step in result.steps:
         steps[step.env_index].append(step)
+    share = result.timings.get("generation", 0.0) / max(len(result.steps), 1)
     records = []
     for episode in result.episodes:
         record = new_record(batch[episode.env_index], episode.info)
+        calls = []
         for step in steps[episode.env_index]:
             action = parse(step.response).action
             _record_step(record, action, step.valid, step.reward, {"action_valid": step.env_valid})
+            usage = {"prompt_tokens": len(step.prompt_ids), "completion_tokens": len(step.completion_ids)}
+            calls.append(
+                {"step": step.step, "usage": usage, "latency_s": share, "tries": 1, "response": step.response}
+            )
         record.update(
             task_type=episode.info.get("task_type"), won=episode.won, score=episode.score, truncated=episode.truncated
         )
+        record.update(timing_fields(calls))
+        if sample_tokenizer is not None:
+            prompts = [sample_tokenizer.decode(step.prompt_ids) for step in steps[episode.env_index]]
+            record["samples"] = [sample_entry(**call, prompt=prompt) for call, prompt in zip(calls, prompts)]
         records.append(record)
     return records
 

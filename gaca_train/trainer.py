@@ -309,7 +309,12 @@ class GACATrainer(GRPOTrainer):
         key = (size, json.dumps(env_kwargs, sort_keys=True, default=str))
         if key not in self._pools:
             self._pools[key] = RolloutPool(
-                self.args.env_id, size, env_kwargs, mode=self.args.vector_env, server_urls=self.args.env_server_urls
+                self.args.env_id,
+                size,
+                env_kwargs,
+                mode=self.args.vector_env,
+                server_urls=self.args.env_server_urls,
+                server_timeout_s=self.args.env_server_timeout_s,
             )
         return self._pools[key]
 

@@ -112,6 +112,8 @@ class RolloutPool:
             ``"sync"`` (``SyncVectorEnv``, in this process).
         server_urls: ``gaca-env-server`` URLs: the envs are ``GACA-Remote-v0`` sessions spread over
             them round-robin (``env_kwargs`` must be the servers'); None: the envs run here.
+        server_timeout_s: seconds a remote env waits for one answer of its server (``step_timeout_s``);
+            None: GACA-Remote-v0's default.
     """
 
     def __init__(
@@ -121,6 +123,7 @@ class RolloutPool:
         env_kwargs: dict[str, Any] | None = None,
         mode: str = "async",
         server_urls: Sequence[str] | None = None,
+        server_timeout_s: float | None = None,
     ):
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
@@ -128,6 +131,8 @@ class RolloutPool:
         if server_urls:  # env i plays on server i mod len(server_urls); the server builds it from its own kwargs
             urls = [server_urls[i % len(server_urls)] for i in range(num_envs)]
             remote = {**(env_kwargs or {}), "env_id": env_id}
+            if server_timeout_s is not None:
+                remote["step_timeout_s"] = server_timeout_s
             fns = [functools.partial(make_slot_env, "GACA-Remote-v0", {**remote, "url": url}) for url in urls]
         if mode == "async":
             self.envs = gym.vector.AsyncVectorEnv(

@@ -42,7 +42,14 @@ import gymnasium as gym
 import gaca_envs  # noqa: F401  (registers the GACA env ids)
 from gaca_envs.task_env import split_task_ids
 from gaca_train.cli_utils import add_deprecated_alias
-from gaca_train.endpoint import EndpointError, Interrupted, RetryPolicy, check_base_url, check_endpoint
+from gaca_train.endpoint import (
+    PREFLIGHT_TIMEOUT,
+    EndpointError,
+    Interrupted,
+    RetryPolicy,
+    check_base_url,
+    check_endpoint,
+)
 from gaca_train.eval_backends import Sampling, endpoint_backend
 from gaca_train.eval_report import compare, compare_markdown, load_run, markdown, summarise
 from gaca_train.evaluation import (
@@ -144,7 +151,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--request-timeout",
         type=positive,
         default=120.0,
-        help="endpoint: seconds one request may take in all (connecting and the whole answer)",
+        help="endpoint: seconds one request may take in all (connecting and the whole answer, however slowly it "
+        "comes), the pre-flight check's included",
     )
     p.add_argument("--allow-errors", action="store_true", help="exit 0 even when episodes errored")
     p.add_argument("--log-samples", action="store_true", help="keep every prompt and raw response in the records")
@@ -361,7 +369,7 @@ def main(argv: list[str] | None = None, *, chat: ChatFn | None = None) -> dict[s
         raise SystemExit(f"evaluate: {e}") from e
     if endpoint is not None:
         try:
-            check_endpoint(endpoint)
+            check_endpoint(endpoint, timeout=min(PREFLIGHT_TIMEOUT, args.request_timeout))
         except (EndpointError, Interrupted) as e:
             endpoint.close()
             raise SystemExit(f"evaluate: endpoint check failed: {e}") from e
@@ -447,7 +455,8 @@ def _play(args: argparse.Namespace, backend: str, chat: Any, todo: list, s: dict
                 )
             play_token_jobs(todo, env_id, env_kwargs, generate, tokenizer, prompts, on_record,
                             batch_size=args.batch_size, vector_env=args.vector_env, seed=args.seed,
-                            parse=None if s["format_check"] == "strict" else s["parse"])  # fmt: skip
+                            parse=None if s["format_check"] == "strict" else s["parse"],
+                            log_samples=args.log_samples)  # fmt: skip
     finally:
         bar.close()
 
