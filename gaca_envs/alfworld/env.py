@@ -331,20 +331,17 @@ class ALFWorldEnv(TaskEnv):
         if not self._engine.supports_snapshots:
             raise RuntimeError(f"restore_state() needs engine='native'; this env uses engine={self._engine_name!r}")
         self._load(record)
-        engine_state = self._engine.reset()
-        intro = engine_state.observation
-        for i, command in enumerate(actions):
-            if engine_state.won:
-                raise ValueError(
-                    f"snapshot state actions[{i}] ({command!r:.60}) comes after the game was won: a won episode "
-                    "takes no more steps"
-                )
-            if command not in engine_state.admissible_commands:
-                raise ValueError(
-                    f"snapshot state actions[{i}] ({command!r:.60}) is not an admissible command of task "
-                    f"{record.task_id!r} at that point; a snapshot replays only commands the game accepts"
-                )
-            engine_state = self._engine.step(command)
+        replay = self._engine.replay(actions)
+        engine_state, intro = replay.state, replay.intro
+        if replay.stopped_at is not None:
+            i = replay.stopped_at
+            what = (
+                "comes after the game was won: a won episode takes no more steps"
+                if replay.why == "won"
+                else f"is not an admissible command of task {record.task_id!r} at that point; a snapshot replays "
+                "only commands the game accepts"
+            )
+            raise ValueError(f"snapshot state actions[{i}] ({actions[i]!r:.60}) {what}")
         if engine_state.won and not last_valid:
             raise ValueError("snapshot state last_action_valid is false after the winning command: a won episode ends")
         observation = intro if steps == 0 else (engine_state.observation if last_valid else NOTHING_HAPPENS)

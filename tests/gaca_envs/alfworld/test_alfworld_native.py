@@ -128,6 +128,29 @@ def test_save_restore_then_replay_gives_identical_steps(game_files):
             assert replay == first
 
 
+def test_replay_reaches_the_state_stepping_reaches_and_stops_where_stepping_could_not_go(game_files):
+    rng = random.Random(3)
+    for path in game_files:
+        stepped, replayed = NativeEngine(), NativeEngine()
+        stepped.load(str(path))
+        replayed.load(str(path))
+        state, commands = stepped.reset(), []
+        for _ in range(rng.randrange(0, 30)):
+            if state.won:
+                break
+            commands.append(rng.choice(state.admissible_commands))
+            state = stepped.step(commands[-1])
+        replay = replayed.replay(commands)
+        assert replay.stopped_at is None and replay.state == state
+        assert replay.intro == NativeEngine.reset(replayed).observation
+        if commands:  # a command the game does not take stops the replay there
+            replay = replayed.replay([*commands[:-1], "fly to the moon"])
+            assert (replay.stopped_at, replay.why) == (len(commands) - 1, "not admissible")
+        walkthrough = json.loads(path.read_text())["walkthrough"]  # wins; nothing is played after a win
+        assert replayed.replay(walkthrough).state.won
+        assert replayed.replay([*walkthrough, "look"])[2:] == (len(walkthrough), "won")
+
+
 def test_save_state_needs_native_engine(game_files):
     env = gym.make("GACA-ALFWorld-v0", game_files=[str(game_files[0])], engine="textworld")
     env.reset()

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 import os
 from collections import Counter, OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from gaca_envs.alfworld.domain import DYNAMIC_PREDICATES, EFFECT_PREDICATES, demangle
 from gaca_envs.alfworld.engines.base import EngineState, GameFileError, read_game_file
@@ -54,6 +55,22 @@ class NativeState:
     facts: frozenset[tuple[str, ...]]
     deleted: frozenset[tuple[str, ...]]
     on: frozenset[str]
+
+
+class Replay(NamedTuple):
+    """What :meth:`NativeEngine.replay` reports.
+
+    Attributes:
+        state: the state after the commands played.
+        intro: the game's intro (the observation of its start).
+        stopped_at: the index of the command play stopped at, or None when all were played.
+        why: why it stopped there: ``"not admissible"`` or ``"won"`` (the game was won before it).
+    """
+
+    state: EngineState
+    intro: str
+    stopped_at: int | None
+    why: str
 
 
 class _Store:
@@ -335,6 +352,50 @@ class NativeEngine:
         feedback = game.deriver.derive(store, game.actions[action].feedback, mapping)
         self._ops = self._applicable()
         return self._state(feedback)
+
+    def replay(self, commands: Sequence[str]) -> Replay:
+        """Starts the loaded game and plays ``commands`` as :meth:`reset` then :meth:`step` would.
+
+        Faster than stepping, for restoring a snapshot: a command's text is derived only until the
+        command is found among the applicable operators (in the order :meth:`step` matches them),
+        and only the last command's feedback is derived. Play stops at the first command that is
+        not admissible, or that comes after the game was won.
+
+        Returns:
+            The state after the commands played (observation: the last one's feedback, or the intro),
+            the intro, and where and why play stopped (None when every command was played).
+        """
+        intro = self.reset().observation
+        game, store = self._require(), self._store
+        ops: list[tuple[str, tuple[str, ...], str]] | None = self._ops  # the start's, with their texts
+        last = None
+        for i, command in enumerate(commands):
+            if self._won_now():
+                self._ops = self._applicable()
+                return Replay(self._state(""), intro, i, "won")
+            if ops is not None:
+                match = next(((a, args) for a, args, text in ops if text == command), None)
+            else:
+                match = next(
+                    ((a, args) for a, args in operators(game, store) if self._command(a, args) == command), None
+                )
+            if match is None:
+                self._ops = self._applicable()
+                return Replay(self._state(""), intro, i, "not admissible")
+            self._apply(*match)
+            store.changed()
+            ops, last = None, match
+        self._ops = self._applicable()
+        if last is None:
+            return Replay(self._state(intro), intro, None, "")
+        action, args = last
+        mapping = dict(zip(game.params[action], args, strict=True))
+        return Replay(self._state(game.deriver.derive(store, game.actions[action].feedback, mapping)), intro, None, "")
+
+    def _won_now(self) -> bool:
+        if self._won is None:
+            self._won = self._require().goal.holds(self._true_fact, self._true_facts_of)
+        return self._won
 
     def _fresh_state(self) -> None:
         dynamic = self._store.dynamic
