@@ -356,6 +356,7 @@ def run_oracle_pass(
     parent: Sequence[int] | None = None,
     reward_scale: float = 1.0,
     min_over_ranks: Callable[[int], int] | None = None,
+    prefer: Sequence[bool] | None = None,
 ) -> OraclePass:
     """Picks rows of one rollout, measures their A* by Monte Carlo and scores every estimator on them.
 
@@ -373,6 +374,8 @@ def run_oracle_pass(
         reward_scale: the training reward scale (A* is scaled like the rows' rewards).
         min_over_ranks: in a distributed run, the smallest of a count over the ranks (every rank must measure
             the same number of rows, for the lockstep of collective generation); None: one process.
+        prefer: per row, whether to measure it first: up to half of the rows are picked among these (e.g. the
+            branch points of a branching rollout), the rest among all.
     """
     rng = random.Random(oracle.seed * 1_000_003 + iteration)
     eligible = [t.snapshot is not None for t in transitions]
@@ -380,7 +383,14 @@ def run_oracle_pass(
     if min_over_ranks is not None:
         n = min_over_ranks(n)
     nll = rows.nll.tolist()
-    picked = pick_rows(nll, rows.step.tolist(), n, rng, eligible=eligible, step_bins=oracle.step_bins)
+    step = rows.step.tolist()
+    first: list[int] = []
+    if prefer is not None:
+        wanted = [e and p for e, p in zip(eligible, prefer, strict=True)]
+        first = pick_rows(nll, step, n // 2, rng, eligible=wanted, step_bins=oracle.step_bins)
+    chosen = set(first)
+    rest = [e and k not in chosen for k, e in enumerate(eligible)]
+    picked = sorted(first + pick_rows(nll, step, n - len(first), rng, eligible=rest, step_bins=oracle.step_bins))
     targets = [OracleTarget.from_transition(k, transitions[k], histories[transitions[k].env_index]) for k in picked]
     cfg = EstimatorConfig(**options.to_kwargs())
     est = estimate_advantages(pool, targets, policy, max_env_steps, continuations=oracle.continuations,

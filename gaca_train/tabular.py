@@ -254,11 +254,22 @@ def oracle_pass(
     """
     tic = time.perf_counter()
     sampler = _Sampler(policy, np.random.default_rng([oracle.seed, iteration, 7]))
+    branched = any(p >= 0 for p in parent)
+    at_branch = branch_point_rows(rows, parent).tolist() if branched else None
     done = run_oracle_pass(EnvList(envs), played.transitions, played.histories, rows, sampler, options, oracle,
-                           max_env_steps=None, iteration=iteration, parent=parent)  # fmt: skip
+                           max_env_steps=None, iteration=iteration, parent=parent, prefer=at_branch)  # fmt: skip
     est, records = done.estimates, done.rows.to_records()
     for r, a, v in zip(records, est.advantage, est.variance):
         r["mc_a_star"], r["mc_variance"] = a, v
+    if branched:  # the same rows estimated from the roots alone, as if the continuations had not been played
+        roots = torch.tensor([p < 0 for p in parent])
+        index = torch.cumsum(roots.to(torch.int64), 0) - 1
+        sub = StepRows(**{f: getattr(rows, f)[roots] for f in ("group", "traj", "step", "anchor", "reward", "nll",
+                                                               "valid")})  # fmt: skip
+        for name in ("grpo", "gigpo", "gaca", "reweight"):
+            alone = compute_advantages(sub, name, config=options).advantage.to(torch.float64)
+            for r in records:
+                r[f"roots_{name}"] = float(alone[index[r["row"]]]) if bool(roots[r["row"]]) else None
     if cfg.oracle_exact:
         exact = ExactValues(envs[0], lambda obs, actions: policy.distribution(obs, actions)[1], oracle.gamma)
         high = float(cfg.env_kwargs.get("reward_on_success", 10.0))

@@ -265,6 +265,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=True,
         help="train on the random steps of --step-noise (default: yes; they are what teaches copying an action)",
     )
+    parser.add_argument(
+        "--oracle-every",
+        type=int,
+        default=0,
+        help="measure the estimators against oracle advantages every N iterations (oracle/* in log_history.json; "
+        "training is unchanged); 0: never",
+    )
+    parser.add_argument("--oracle-rows", type=int, default=16, help="oracle: rows per pass")
+    parser.add_argument("--oracle-continuations", type=int, default=4, help="oracle: continuations per row, Q and V")
     parser.add_argument("--seed", type=int, default=0, help="seed of the model, SFT, RL and games")
     parser.add_argument(
         "--seeds",
@@ -469,6 +478,9 @@ def main(argv: list[str] | None = None) -> dict:
         overrides["estimator"] = args.estimator
     if args.iterations:
         overrides["max_steps"] = args.iterations
+    if args.oracle_every:
+        overrides.update(oracle_every=args.oracle_every, oracle_rows=args.oracle_rows,
+                         oracle_continuations=args.oracle_continuations)  # fmt: skip
     fields, env_kwargs = load_config(Path(args.config), out, overrides)
     splits = ["train"]
     if args.env == "alfworld":

@@ -1,0 +1,154 @@
+"""Oracle studies on CriticalChain: the estimators against true advantages, the paper's theory as numbers.
+
+Every run is a tabular run (:func:`gaca_train.tabular.train_tabular`) whose oracle measures, every
+``--oracle-every`` iterations, 32 stratified rows of the iteration's batch: Monte-Carlo A* from env
+snapshots (16 continuations each for Q and V), every estimator on the same rows, the risk
+decomposition and the alignment (docs/method.md section 8). Three studies:
+
+* ``estimators`` (study a): GRPO, GiGPO, GACA and NLL reweighting on the diagnostic CriticalChain, 5
+  seeds; the GACA runs also compute exact A* by dynamic programming, which checks the Monte-Carlo
+  oracle itself (the share of rows whose interval holds the exact value).
+* ``alignment`` (study b): three CriticalChain settings where the decisive forks are the high-entropy
+  steps (``forks-uncertain``), neither (``neutral``), or the routine steps are (``routine-uncertain``);
+  GiGPO and GACA, 5 seeds paired; the measured alignment rho against the learning difference at equal
+  env steps.
+* ``branching`` (study d): GiGPO and GACA, independent and branching rollouts (NLL branch points,
+  env-step budget), each at learning rates x0.77, x1 and x1.3, 5 seeds; arms compared at equal env steps
+  at their best learning rate; the oracle at branch points with and without the continuations' evidence.
+
+Usage:
+    python scripts/oracle_study.py --study estimators --out runs/oracle-estimators
+    python scripts/oracle_study.py --study alignment --out runs/oracle-alignment
+    python scripts/oracle_study.py --study branching --out runs/oracle-branching
+    python scripts/oracle_study.py --study estimators --out runs/smoke --smoke   # seconds
+    python scripts/oracle_study.py --study estimators --out runs/oracle-estimators --report-only
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import time
+from concurrent.futures import ProcessPoolExecutor
+
+from gaca_train.cli_utils import parse_seeds
+from gaca_train.experiments.oracle_report import REPORTS
+from gaca_train.experiments.study import DIAGNOSTIC_ENV, run_tabular_job
+
+STUDIES = ("estimators", "alignment", "branching")
+# The alignment family: the same chains, with the admissible actions of forks and routine stages dialled so
+# that the uncertain (high-NLL) steps are the forks, neither, or the routine steps. At theta = 0 the policy is
+# uniform, so a step's NLL is log(its number of actions): forks 7 vs routine 2; 4 vs 4; 3 vs 7.
+_CHAIN = {"horizon": 10, "num_branches": 3, "noise": 0.1, "hint": False, "num_distractors": 1}
+ALIGNMENT_SETTINGS = {
+    "forks-uncertain": {**_CHAIN, "branch_width": 6, "move_phrasings": 1},
+    "neutral": {**_CHAIN, "branch_width": 3, "move_phrasings": 3},
+    "routine-uncertain": {**_CHAIN, "branch_width": 2, "move_phrasings": 6},
+}
+ESTIMATOR_RUNS = {"GRPO": "grpo", "GiGPO": "gigpo", "GACA": "gaca", "NLL reweight": "reweight"}
+LR_SCALES = (0.77, 1.0, 1.3)
+
+
+def _base(args: argparse.Namespace) -> dict:
+    return {
+        "env_kwargs": DIAGNOSTIC_ENV,
+        "task_pool": args.task_pool,
+        "iterations": args.iterations,
+        "tasks_per_iteration": 8,
+        "rollouts_per_task": 8,
+        "lr": args.lr,
+        "eval_every": args.eval_every,
+        "oracle_every": args.oracle_every,
+        "oracle_rows": args.oracle_rows,
+        "oracle_continuations": args.oracle_continuations,
+    }
+
+
+def study_jobs(args: argparse.Namespace) -> list[dict]:
+    """The runs of ``args.study``, each a job for :func:`~gaca_train.experiments.study.run_tabular_job`."""
+    base, jobs = _base(args), []
+    for seed in args.seeds:
+        if args.study == "estimators":
+            for label, estimator in ESTIMATOR_RUNS.items():
+                cfg = {**base, "estimator": estimator, "seed": seed, "oracle_exact": estimator == "gaca"}
+                jobs.append({"study": args.study, "label": label, "config": cfg})
+        elif args.study == "alignment":
+            for setting, env_kwargs in ALIGNMENT_SETTINGS.items():
+                for label in ("GiGPO", "GACA"):
+                    cfg = {**base, "env_kwargs": env_kwargs, "estimator": ESTIMATOR_RUNS[label], "seed": seed}
+                    jobs.append({"study": args.study, "setting": setting, "label": label, "config": cfg})
+        else:
+            for label in ("GiGPO", "GACA"):
+                for branching in ("off", "nll"):
+                    for scale in LR_SCALES:
+                        cfg = {
+                            **base,
+                            "estimator": ESTIMATOR_RUNS[label],
+                            "seed": seed,
+                            "branching": branching,
+                            "branch_roots": 4,
+                            "branch_points": 2,
+                            "branch_budget": "env_steps",
+                            "lr": args.lr * scale,
+                            "oracle_every": args.oracle_every if scale == 1.0 else 0,
+                        }
+                        name = label + (" + branching" if branching != "off" else "")
+                        jobs.append({"study": args.study, "label": name, "lr_scale": scale, "config": cfg})
+    return jobs
+
+
+def make_parser() -> argparse.ArgumentParser:
+    """The command line of ``scripts/oracle_study.py``."""
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--study", choices=STUDIES, required=True, help="which study (see the module docstring)")
+    parser.add_argument("--out", required=True, help="output folder: results.json, summary.md, PNGs")
+    parser.add_argument("--seeds", default="0-4", help="seeds: a range 0-4, a list 0,2,7 (default %(default)s)")
+    parser.add_argument("--iterations", type=int, default=60, help="iterations per run (default %(default)s)")
+    parser.add_argument("--task-pool", type=int, default=16, help="training tasks (default %(default)s)")
+    parser.add_argument("--lr", type=float, default=0.05, help="learning rate (default %(default)s)")
+    parser.add_argument("--eval-every", type=int, default=5, help="iterations between greedy evaluations")
+    parser.add_argument("--oracle-every", type=int, default=10, help="iterations between oracle passes")
+    parser.add_argument("--oracle-rows", type=int, default=32, help="rows per oracle pass")
+    parser.add_argument("--oracle-continuations", type=int, default=16, help="continuations per row, Q and V")
+    parser.add_argument("--workers", type=int, default=2, help="parallel runs (default %(default)s)")
+    parser.add_argument("--smoke", action="store_true", help="2 seeds, 11 iterations, 8 rows (seconds; for tests)")
+    parser.add_argument("--report-only", action="store_true", help="rewrite summary.md and the PNGs from results.json")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> str:
+    """Runs (or, with ``--report-only``, re-reports) one study; prints and returns its summary."""
+    parser = make_parser()
+    args = parser.parse_args(argv)
+    try:
+        args.seeds = parse_seeds(args.seeds)
+    except ValueError as e:
+        parser.error(str(e))
+    if args.smoke:
+        args.seeds, args.iterations, args.oracle_every, args.oracle_rows = args.seeds[:2], 11, 5, 8
+        args.oracle_continuations, args.eval_every = 4, 5
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, "results.json")
+    if args.report_only:
+        with open(path) as f:
+            data = json.load(f)
+    else:
+        import gaca_envs  # noqa: F401  (registers the env ids)
+
+        jobs = study_jobs(args)
+        tic = time.perf_counter()
+        context = multiprocessing.get_context("spawn")  # a forked worker of a threaded torch process can deadlock
+        with ProcessPoolExecutor(max_workers=args.workers, mp_context=context) as pool:
+            results = list(pool.map(run_tabular_job, jobs))
+        data = {"args": vars(args), "results": results, "wall_seconds": time.perf_counter() - tic}
+        with open(path, "w") as f:
+            json.dump(data, f)
+    summary = REPORTS[data["args"]["study"]](args.out, data)
+    with open(os.path.join(args.out, "summary.md"), "w") as f:
+        f.write(summary)
+    print(summary)
+    return summary
