@@ -349,6 +349,11 @@ class HTTPSessions:
             self.used[session_id] = now
             return session_id
 
+    @property
+    def count(self) -> int:
+        """HTTP sessions open now (those the reaper closed are not counted)."""
+        return sum(1 for session_id in self.used if session_id in self.server._sessions)
+
     def touch(self, session_id: str) -> None:
         """Marks ``session_id`` as just used (if it is an HTTP session)."""
         if session_id in self.used:
@@ -461,6 +466,6 @@ def _add_session_routes(app: FastAPI, server: HTTPEnvServer, http: HTTPSessions,
             **info,
             "active_sessions": server.active_sessions,
             "max_sessions": server.max_concurrent_envs,
-            "http_sessions": len(http.used),
+            "http_sessions": http.count,
             "max_http_sessions": http.limit,
         }

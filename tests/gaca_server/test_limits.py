@@ -126,7 +126,7 @@ def test_schema_publishes_gaca_state(make_client):
         ([ENV_ID, "--idle-timeout", "-5"], "argument --idle-timeout: must be a finite number of seconds >= 0"),
         ([ENV_ID, "--env-threads", "0"], "--env-threads must be >= 1, got 0"),
         ([ENV_ID, "--max-http-sessions", "0"], "--max-http-sessions must be >= 1, got 0"),
-        (["GACA-WebShop-v0", "shop_config=5"], "cannot build GACA-WebShop-v0 with {\"shop_config\": 5}: "),
+        (["GACA-WebShop-v0", "shop_config=5"], 'cannot build GACA-WebShop-v0 with {"shop_config": 5}: '),
     ],
 )
 def test_bad_command_lines_end_in_one_line_with_status_2(capsys, words, message):
