@@ -27,13 +27,16 @@ import gymnasium as gym
 import gaca_envs  # noqa: F401  (registers the ids)
 
 
-def measure(name: str, source: gym.Env, target: gym.Env, task_ids: list[str], snapshots: int, seed: int) -> dict:
-    """Takes ``snapshots`` snapshots along random walks of ``source``; restores each into ``target``."""
+def measure(
+    name: str, source: gym.Env, target: gym.Env, task_ids: list[str], snapshots: int, seed: int, walk_steps: int = 11
+) -> dict:
+    """Takes ``snapshots`` snapshots along random walks of 1 to ``walk_steps`` steps of ``source``; restores each
+    into ``target``."""
     rng = random.Random(seed)
     sizes, json_sizes, saves, restores = [], [], [], []
     while len(saves) < snapshots:
         _, info = source.reset(options={"task_id": rng.choice(task_ids)})
-        for _ in range(rng.randrange(1, 12)):
+        for _ in range(rng.randrange(1, walk_steps + 1)):
             actions = [a for a in info["admissible_actions"] if a != "search[<query>]"] or ["search[bar stool]"]
             _, _, terminated, truncated, info = source.step(rng.choice(actions))
             if terminated or truncated:
@@ -62,6 +65,12 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--snapshots", type=int, default=200, help="snapshots per env (default 200)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random walks (default: 0)")
     p.add_argument("--http", action="store_true", help="also WebShop over HTTP to a webshop-server subprocess")
+    p.add_argument(
+        "--walk-steps",
+        type=int,
+        default=11,
+        help="longest random walk before a snapshot, in steps (default 11; an episode that ends stops it sooner)",
+    )
     args = p.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -71,7 +80,17 @@ def main(argv: list[str] | None = None) -> None:
         files = sorted(str(f) for f in Path(tmp, "json_2.1.1", "train").glob("*/*/game.tw-pddl"))
         make = lambda: gym.make("GACA-ALFWorld-v0", game_files=files)  # noqa: E731
         source = make()
-        rows.append(measure("ALFWorld (native)", source, make(), list(source.unwrapped.task_ids), args.snapshots, 0))
+        rows.append(
+            measure(
+                "ALFWorld (native)",
+                source,
+                make(),
+                list(source.unwrapped.task_ids),
+                args.snapshots,
+                0,
+                args.walk_steps,
+            )
+        )
     from webshop_server import create_app
 
     app = create_app({"title_nouns": "fallback"})
@@ -79,7 +98,9 @@ def main(argv: list[str] | None = None) -> None:
         make = lambda mode=mode: gym.make("GACA-WebShop-v0", app=app, observation_mode=mode, split="all")  # noqa: E731
         source = make()
         ids = list(source.unwrapped.task_ids)
-        rows.append(measure(f"WebShop in-process ({mode})", source, make(), ids, args.snapshots, args.seed))
+        rows.append(
+            measure(f"WebShop in-process ({mode})", source, make(), ids, args.snapshots, args.seed, args.walk_steps)
+        )
     if args.http:
         from webshop_server.process import free_port, start_server, stop_server
 
@@ -90,13 +111,25 @@ def main(argv: list[str] | None = None) -> None:
             source = gym.make("GACA-WebShop-v0", server_url=url, split="all")
             target = gym.make("GACA-WebShop-v0", server_url=url)
             ids = list(source.unwrapped.task_ids)
-            rows.append(measure("WebShop over HTTP (text)", source, target, ids, args.snapshots, args.seed))
+            rows.append(
+                measure("WebShop over HTTP (text)", source, target, ids, args.snapshots, args.seed, args.walk_steps)
+            )
         finally:
             stop_server(server)
     make = lambda: gym.make("GACA-CriticalChain-v0", noise=0.2)  # noqa: E731
     source = make()
     source.reset(seed=args.seed)
-    rows.append(measure("CriticalChain", source, make(), source.unwrapped.task_ids[:100], args.snapshots, args.seed))
+    rows.append(
+        measure(
+            "CriticalChain",
+            source,
+            make(),
+            source.unwrapped.task_ids[:100],
+            args.snapshots,
+            args.seed,
+            args.walk_steps,
+        )
+    )
     print("| env | pickled bytes (median / max) | JSON bytes (median) | save ms | restore ms (median / max) |")
     print("|---|---|---|---|---|")
     for r in rows:
