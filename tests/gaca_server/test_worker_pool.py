@@ -1,6 +1,6 @@
 """One blocked env stalls only its own session: a real server (uvicorn in a thread, 127.0.0.1) whose env blocks
-on a gate in one session while 16 ``GACA-Remote-v0`` clients play; their step latency is compared with a baseline
-measured in the same test without the blocker."""
+on a gate in one session while 16 ``GACA-Remote-v0`` clients play; their step latency is compared with baselines
+measured in the same test without the blocker, just before and just after."""
 
 from __future__ import annotations
 
@@ -109,9 +109,11 @@ def test_a_blocked_env_stalls_only_its_own_session():
             gate.set()
         blocked.join(BLOCK_S)
         blocker.close()
-    print(f"p99 step latency of {PLAYERS} players: {1000 * baseline:.1f} ms alone, {1000 * during:.1f} ms beside a "
-          f"blocked session; /health {1000 * health:.1f} ms")  # fmt: skip
-    # Twice the baseline, with a floor for a loaded 2-core machine where the baseline p99 is a few ms of noise;
-    # an event loop held by the blocker makes every step wait the gate out (seconds).
-    assert during <= 2 * max(baseline, 0.05), (baseline, during)
+        after = p99_of_players(url)
+    print(f"p99 step latency of {PLAYERS} players: {1000 * baseline:.1f} / {1000 * after:.1f} ms alone (before / "
+          f"after), {1000 * during:.1f} ms beside a blocked session; /health {1000 * health:.1f} ms")  # fmt: skip
+    # Twice the baseline (the larger of the two, as the machine's load drifts), with a 50 ms floor for a loaded
+    # 2-core machine where a p99 of a few ms is noise; an event loop held by the blocker would make every step wait
+    # the gate out (seconds).
+    assert during <= 2 * max(baseline, after, 0.05), (baseline, after, during)
     assert health < 1.0
