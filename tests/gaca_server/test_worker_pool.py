@@ -91,7 +91,7 @@ def p99_of_players(url: str) -> float:
 @pytest.mark.slow
 def test_a_blocked_env_stalls_only_its_own_session():
     gate = GATES["pool"] = threading.Event()
-    app = create_server_app(BLOCKING_ID, {"gate": "pool"}, env_threads=4)
+    app = create_server_app(BLOCKING_ID, {"gate": "pool"})
     with threaded_server(app) as url:
         try:
             baseline = p99_of_players(url)
