@@ -18,6 +18,10 @@ first is a warm-up and not counted):
   every micro-batch and the optimiser steps (``time/update``);
 * other: prompt rendering and tokenising, logging and the rest.
 
+With ``--oracle-every N`` the trainer's oracle (``oracle_every``, docs/training.md) runs every N iterations: its
+seconds a pass are taken out of the iteration times and reported with their share of training time,
+pass / (N x iteration + pass).
+
 With ``--branching nll`` the rollouts branch (:mod:`gaca_train.branching`) and the snapshots' save and
 restore time (part of env) is reported as a share of the iteration, with their number and size.
 
@@ -93,6 +97,9 @@ def _from_config(args: argparse.Namespace, micro_batch_tokens: int | None, out: 
         fields["micro_batch_tokens"] = micro_batch_tokens
     if args.branching != "off":
         fields.update(branching=args.branching, branch_budget="env_steps")
+    if args.oracle_every:
+        fields.update(oracle_every=args.oracle_every, oracle_rows=args.oracle_rows,
+                      oracle_continuations=args.oracle_continuations)  # fmt: skip
     tokenizer = AutoTokenizer.from_pretrained(model_path, padding_side="left")
     return AutoModelForCausalLM.from_pretrained(model_path), tokenizer, GACAConfig(**fields)
 
@@ -130,6 +137,9 @@ def _run(args: argparse.Namespace, micro_batch_tokens: int | None) -> dict[str, 
             learning_rate=1e-3,
             branching=args.branching,
             branch_budget="env_steps",
+            oracle_every=args.oracle_every,
+            oracle_rows=args.oracle_rows,
+            oracle_continuations=args.oracle_continuations,
             **cpu_run_defaults(),
         )
         return _timed(model, tokenizer, config)
@@ -140,9 +150,17 @@ def _timed(model: Any, tokenizer: Any, config: GACAConfig) -> dict[str, Any]:
     timer = _IterationTimer()
     trainer = GACATrainer(model=model, args=config, processing_class=tokenizer, callbacks=[timer])
     trainer.train()
-    logs = [log for log in trainer.state.log_history if "time/rollout" in log][1:]
-    iterations = timer.times[1:]
+    every = [log for log in trainer.state.log_history if "time/rollout" in log]
+    logs = every[1:]
+    # An oracle pass runs inside its iteration: the iteration's own time leaves it out, the pass is timed apart.
+    iterations = [t - log.get("oracle/seconds", 0.0) for t, log in zip(timer.times[1:], logs, strict=True)]
     parts = {"iteration": statistics.mean(iterations)}
+    passes = [log["oracle/seconds"] for log in logs if "oracle/seconds" in log] or [
+        log["oracle/seconds"] for log in every if "oracle/seconds" in log
+    ]
+    if passes:
+        parts["oracle"] = statistics.mean(passes)
+        parts["oracle_share"] = parts["oracle"] / (config.oracle_every * parts["iteration"] + parts["oracle"])
     parts["generation"] = statistics.mean(log["time/generation"] for log in logs)
     parts["env"] = statistics.mean(log["time/env"] for log in logs)
     parts["advantage"] = statistics.mean(log["time/advantage"] for log in logs)
@@ -197,6 +215,16 @@ def main(argv: list[str] | None = None) -> None:
         default="off",
         help="branching rollouts (env-step budget): also time the snapshots' save and restore",
     )
+    parser.add_argument(
+        "--oracle-every",
+        type=int,
+        default=0,
+        help="also run the oracle every N iterations and report its cost as a share of training time",
+    )
+    parser.add_argument("--oracle-rows", type=int, default=16, help="oracle rows per pass (default: %(default)s)")
+    parser.add_argument(
+        "--oracle-continuations", type=int, default=4, help="oracle continuations per row (default: %(default)s)"
+    )
     parser.add_argument("--config", help="time this training YAML's set-up instead (its env, prompts and batches)")
     parser.add_argument("--model", help="with --config: local model folder (default: the config's)")
     parser.add_argument(
@@ -222,6 +250,9 @@ def main(argv: list[str] | None = None) -> None:
         print(f"env + advantage + other = {overhead:.1%} of the iteration (target < 10%)")
         print(f"update phase: {parts['update_rows_per_s']:.0f} rows/s, {parts['update_tokens_per_s']:.0f} padded "
               f"tokens/s; peak RSS {parts['peak_rss_mb']:.0f} MB")  # fmt: skip
+        if "oracle" in parts:
+            print(f"oracle: {parts['oracle']:.2f} s a pass; every {args.oracle_every} iterations that is "
+                  f"{parts['oracle_share']:.1%} of training time")  # fmt: skip
         if "snapshot" in parts:
             print(f"snapshots (save + restore, within env): {parts['snapshot']:.4f} s = "
                   f"{parts['snapshot'] / total:.2%} of the iteration; {parts['snapshots_per_iteration']:.0f} saved "

@@ -115,7 +115,7 @@ def make_parser() -> argparse.ArgumentParser:
     parser.add_argument("--oracle-rows", type=int, default=32, help="rows per oracle pass")
     parser.add_argument("--oracle-continuations", type=int, default=16, help="continuations per row, Q and V")
     parser.add_argument("--workers", type=int, default=2, help="parallel runs (default %(default)s)")
-    parser.add_argument("--smoke", action="store_true", help="2 seeds, 11 iterations, 8 rows (seconds; for tests)")
+    parser.add_argument("--smoke", action="store_true", help="2 seeds, 6 iterations, 8 rows (seconds; for tests)")
     parser.add_argument("--report-only", action="store_true", help="rewrite summary.md and the PNGs from results.json")
     return parser
 
@@ -129,8 +129,8 @@ def main(argv: list[str] | None = None) -> str:
     except ValueError as e:
         parser.error(str(e))
     if args.smoke:
-        args.seeds, args.iterations, args.oracle_every, args.oracle_rows = args.seeds[:2], 11, 5, 8
-        args.oracle_continuations, args.eval_every = 4, 5
+        args.seeds, args.iterations, args.oracle_every, args.oracle_rows = args.seeds[:2], 6, 5, 8
+        args.oracle_continuations, args.eval_every = 4, 3
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "results.json")
     if args.report_only:
