@@ -100,7 +100,15 @@ class CriticalChainEnv(TaskEnv):
         """
         max_env_steps = resolve_max_env_steps(max_env_steps, max_steps, default=None)
         _validate(
-            horizon, num_branches, branch_width, num_distractors, noise, max_env_steps, num_tasks, split, render_mode,
+            horizon,
+            num_branches,
+            branch_width,
+            num_distractors,
+            noise,
+            max_env_steps,
+            num_tasks,
+            split,
+            render_mode,
             move_phrasings,
         )
         self.horizon = horizon
