@@ -225,7 +225,7 @@ class GACAConfig(GRPOConfig, EstimatorConfig):
         default=0,
         metadata={
             "help": "Every how many iterations the oracle measures the estimators against true advantages from env "
-            "snapshots (`oracle/*` metrics, docs/training.md); 0: never. 10 costs about 10% of training time."
+            "snapshots (`oracle/*` metrics, docs/training.md); 0: never."
         },
     )
     oracle_rows: int = field(
