@@ -197,6 +197,11 @@ def estimators_report(out: str, data: dict) -> str:
     columns = {NAMES[e]: f"est_{e}" for e in ESTIMATORS}
     lines += ["## Every estimator on the same rows (all runs' oracle rows, pooled per seed)", ""]
     lines += _quality_table(seeds, columns) + [""]
+    silent = {e: np.mean([r[f"est_{e}"] == 0 for rows in seeds.values() for r in rows]) for e in ESTIMATORS}
+    clear = np.mean([abs(r["a_star"]) > 1.96 * math.sqrt(r["variance"]) for rows in seeds.values() for r in rows])
+    lines += ["Rows where the estimator is exactly 0 (no signal in its group): "
+              + ", ".join(f"{NAMES[e]} {silent[e]:.2f}" for e in ESTIMATORS)
+              + f". Rows whose A*hat is clear of 0 (|A*hat| > 1.96 se): {clear:.3f}.", ""]  # fmt: skip
     lines += ["### Scale-free error (nmse) by NLL decile (z within the group)", ""]
     lines += _stratum_table(seeds, _decile_strata(seeds), "nmse") + [""]
     lines += ["### Scale-free error (nmse) by step", ""]
@@ -206,51 +211,46 @@ def estimators_report(out: str, data: dict) -> str:
     # Over training, each estimator in its own runs; then: does lower error learn faster?
     iterations = sorted({r["iteration"] for res in results for r in records(res)})
     own: dict[str, np.ndarray] = {}
-    lines += [
-        "## Oracle error over training (each estimator in its own runs; nmse)",
-        "",
-        "| iteration | " + " | ".join(NAMES.values()) + " |",
-        "|---|" + "---|" * 4,
-    ]
+    lines += ["## Oracle error over training (each estimator in its own runs: risk; Pearson)", "",
+              "| iteration | " + " | ".join(NAMES.values()) + " |", "|---|" + "---|" * 4]  # fmt: skip
+    pearson: dict[str, np.ndarray] = {}
     for e in ESTIMATORS:
         runs = [res for res in results if res["label"] == NAMES[e]]
-        own[e] = np.array(
-            [
-                [_quality([r for r in records(res) if r["iteration"] == it], f"est_{e}")["nmse"] for it in iterations]
-                for res in runs
-            ]
-        )
+        per = [[_quality([r for r in records(res) if r["iteration"] == it], f"est_{e}") for it in iterations]
+               for res in runs]  # fmt: skip
+        own[e] = np.array([[q["risk"] for q in run] for run in per])
+        pearson[e] = np.array([[q["pearson"] for q in run] for run in per])
     for j, it in enumerate(iterations):
-        lines.append(f"| {it} | " + " | ".join(_fmt(*_ci(list(own[e][:, j])), digits=2) for e in ESTIMATORS) + " |")
+        cells = [f"{_fmt(*_ci(list(own[e][:, j])), digits=2)}; {_fmt(*_ci(list(pearson[e][:, j])), digits=2)}"
+                 for e in ESTIMATORS]  # fmt: skip
+        lines.append(f"| {it} | " + " | ".join(cells) + " |")
     budget = min(res["curves"]["env_steps"][-1] for res in results)
-    lines += [
-        "",
-        f"## Lower oracle error, faster learning? (per seed; learning = mean success over {budget:,} env steps)",
-        "",
-        "| seed | " + " | ".join(f"{NAMES[e]} nmse / AUC" for e in ESTIMATORS) + " | lowest error | fastest |",
-        "|---|" + "---|" * 6,
-    ]
+    lines += ["", "## Lower oracle error, faster learning? (per seed, each estimator in its own run)", "",
+              f"Error: Pearson correlation with A*hat over the run's oracle rows (higher is better; nmse beside it). "
+              f"Learning: mean greedy success over the first {budget:,} env steps.", "",
+              "| seed | " + " | ".join(f"{NAMES[e]} Pearson / nmse / success" for e in ESTIMATORS)
+              + " | best correlated | fastest |", "|---|" + "---|" * 6]  # fmt: skip
     agree = 0
     seed_list = sorted({res["config"]["seed"] for res in results})
     for seed in seed_list:
-        err, auc = {}, {}
+        corr, err, auc = {}, {}, {}
         for e in ESTIMATORS:
             res = next(r for r in results if r["label"] == NAMES[e] and r["config"]["seed"] == seed)
-            err[e] = _quality(records(res), f"est_{e}")["nmse"]
-            auc[e] = auc_at(res["curves"], budget)
-        known = {e: v for e, v in err.items() if math.isfinite(v)}
-        low, fast = (min(known, key=known.get) if known else None), max(auc, key=auc.get)
-        agree += low == fast
-        cells = " | ".join(f"{err[e]:.3f} / {auc[e]:.3f}" for e in ESTIMATORS)
-        lines.append(f"| {seed} | {cells} | {NAMES.get(low, 'n/a')} | {NAMES[fast]} |")
-    lines += ["", f"The lowest-error estimator was the fastest learner in {agree} of {len(seed_list)} seeds.", ""]
+            q = _quality(records(res), f"est_{e}")
+            corr[e], err[e], auc[e] = q["pearson"], q["nmse"], auc_at(res["curves"], budget)
+        known = {e: v for e, v in corr.items() if math.isfinite(v)}
+        best, fast = (max(known, key=known.get) if known else None), max(auc, key=auc.get)
+        agree += best == fast
+        cells = " | ".join(f"{corr[e]:+.3f} / {err[e]:.3f} / {auc[e]:.3f}" for e in ESTIMATORS)
+        lines.append(f"| {seed} | {cells} | {NAMES.get(best, 'n/a')} | {NAMES[fast]} |")
+    lines += ["", f"The best-correlated estimator was the fastest learner in {agree} of {len(seed_list)} seeds.", ""]
 
     def draw(ax) -> None:
         for e in ESTIMATORS:
             mean, half = mean_ci(own[e])
             ax.errorbar(iterations, mean, yerr=half, label=NAMES[e], capsize=3, marker="o")
         ax.set_xlabel("iteration")
-        ax.set_ylabel("oracle nmse (lower is better)")
+        ax.set_ylabel("oracle risk, GRPO scale (lower is better)")
         ax.set_title("CriticalChain: estimator error against oracle A*")
         ax.legend()
 
