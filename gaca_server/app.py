@@ -33,7 +33,6 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import gymnasium as gym
@@ -59,6 +58,7 @@ from gaca_server.models import (
     GACAObservation,
     GACAState,
 )
+from gaca_server.pool import WorkerPool
 
 logger = logging.getLogger("gaca_server")
 # OpenEnv's stateless HTTP routes this app replaces with session routes (and /schema, with GACAState).
@@ -252,7 +252,7 @@ def create_server_app(
         info = server_info(env_id, env_kwargs, probe)
     finally:
         probe.close()
-    pool = ThreadPoolExecutor(max_workers=env_threads, thread_name_prefix="gaca-env")
+    pool = WorkerPool(env_threads)
     # One key for all the sessions of this process: a snapshot of one session restores in any other.
     environment = functools.partial(
         GACAEnvironment, snapshot_key=resolve_key(snapshot_key), trust_snapshots=trust_snapshots
