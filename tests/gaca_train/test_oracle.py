@@ -150,3 +150,17 @@ def test_a_reduced_oracle_run_logs_its_metrics_and_leaves_training_unchanged(tmp
     assert [h["loss"] for h in logs] == [h["loss"] for h in without.state.log_history if "loss" in h]
     assert all(torch.equal(a, b) for a, b in zip(params, params_without, strict=True))
     assert with_oracle.last_oracle is not None and len(with_oracle.last_oracle.targets) == 4
+
+
+def test_vllm_backend_measures_the_oracle(tmp_path):
+    # TRL's vLLM generation (a stand-in with its contract, no GPU) plays the continuations as it plays the rollout.
+    from tests.gaca_train.test_trainer import _vllm_trainer
+
+    trainer, stand_in = _vllm_trainer(tmp_path, rollouts_per_task=2, oracle_every=1, oracle_rows=3,
+                                      oracle_continuations=2)  # fmt: skip
+    trainer._generate_and_score_completions([{"task_id": t} for t in ["train-0"] * 2 + ["train-1"] * 2])
+    done = trainer.last_oracle
+    assert done is not None and len(done.targets) == 3 and done.estimates.env_steps > 0
+    assert stand_in.synced == [0]  # the weights reached vLLM once for the rollout and its oracle
+    assert all(len(q) == 2 for q in done.estimates.q_returns)
+    trainer.close_envs()
