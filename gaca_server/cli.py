@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -106,6 +107,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=MAX_HTTP_SESSIONS,
         help="HTTP sessions per process; a new one past it closes the least recently used (default: %(default)s)",
     )
+    p.add_argument(
+        "--trust-snapshots",
+        action="store_true",
+        help="also restore unsigned snapshots (trusted clients only); the signing key is $GACA_SNAPSHOT_KEY, else "
+        "one random key per server, shared by its --workers",
+    )
     p.add_argument("--access-log", action="store_true", help="log every request")
     p.add_argument("env_kwargs", nargs="*", metavar="KEY=VALUE", help="gym.make keyword arguments of the env")
     return p
@@ -154,6 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"env {args.env!r} is not a servable env id; choose one of {', '.join(servable)}")
     import uvicorn
 
+    from gaca_envs.signing import KEY_ENV_VAR
     from gaca_server.app import create_server_app
 
     config = {
@@ -165,7 +173,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "max_action_chars": args.max_action_chars,
         "env_threads": args.env_threads,
         "max_http_sessions": args.max_http_sessions,
+        "trust_snapshots": args.trust_snapshots,
     }
+    if args.workers > 1 and not os.environ.get(KEY_ENV_VAR):
+        # One key for every worker process, so a snapshot one worker signed restores on another.
+        config["snapshot_key"] = secrets.token_hex(32)
     try:
         # Built here even with several workers: a bad env id or kwarg stops the command with its message.
         app = create_server_app(config["env_id"], dict(env_kwargs), **{k: config[k] for k in list(config)[2:]})

@@ -139,3 +139,24 @@ def test_bad_command_lines_end_in_one_line_with_status_2(capsys, words, message)
     last = err.strip().splitlines()[-1]
     assert last.startswith("gaca-env-server: error: ") and message in last, err
     assert "Traceback" not in err
+
+
+def test_workers_share_one_snapshot_key_and_trust_is_passed_on(monkeypatch):
+    # uvicorn is not started: its run() records what the worker processes would be given.
+    import json
+    import os
+
+    import uvicorn
+
+    seen = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: seen.update(app=app, **kwargs))
+    monkeypatch.delenv("GACA_SNAPSHOT_KEY", raising=False)
+    monkeypatch.delenv(cli._CONFIG_VARIABLE, raising=False)
+    assert cli.main(["--env", "GACA-CriticalChain-v0", "--workers", "2", "--trust-snapshots"]) == 0
+    config = json.loads(os.environ[cli._CONFIG_VARIABLE])
+    assert seen["workers"] == 2 and config["trust_snapshots"] is True
+    assert len(config["snapshot_key"]) == 64  # 32 random bytes in hex, drawn once in the parent
+    monkeypatch.setenv("GACA_SNAPSHOT_KEY", "a deployment key of the operator")
+    assert cli.main(["--env", "GACA-CriticalChain-v0", "--workers", "2"]) == 0
+    config = json.loads(os.environ[cli._CONFIG_VARIABLE])
+    assert "snapshot_key" not in config and config["trust_snapshots"] is False  # each worker reads the variable
