@@ -38,14 +38,16 @@ from gaca_train.experiments.oracle_report import REPORTS
 from gaca_train.experiments.study import DIAGNOSTIC_ENV, run_tabular_job
 
 STUDIES = ("estimators", "alignment", "branching")
-# The alignment family: the same chains, with the admissible actions of forks and routine stages dialled so
-# that the uncertain (high-NLL) steps are the forks, neither, or the routine steps. At theta = 0 the policy is
-# uniform, so a step's NLL is log(its number of actions): forks 7 vs routine 2; 4 vs 4; 3 vs 7.
-_CHAIN = {"horizon": 10, "num_branches": 3, "noise": 0.1, "hint": False, "num_distractors": 1}
+# The alignment family: chains of 8 stages with 2 forks and no distractors, whose admissible actions are dialled so
+# that the uncertain (high-NLL) steps are the decisive forks, neither, or the routine steps. At theta = 0 the policy
+# is uniform, so a step's NLL is log(its number of actions): forks 4 vs routine 1 (a routine step has one way on and
+# no choice); 4 vs 4 (three ways on and a distractor at routine stages, three roads and a distractor at forks);
+# 2 vs 4 (four equivalent ways on, whose choice changes nothing). Success under the uniform policy: 1/16, 1/9, 1/4.
+_CHAIN = {"horizon": 8, "num_branches": 2, "noise": 0.1, "hint": False}
 ALIGNMENT_SETTINGS = {
-    "forks-uncertain": {**_CHAIN, "branch_width": 6, "move_phrasings": 1},
-    "neutral": {**_CHAIN, "branch_width": 3, "move_phrasings": 3},
-    "routine-uncertain": {**_CHAIN, "branch_width": 2, "move_phrasings": 6},
+    "forks-uncertain": {**_CHAIN, "branch_width": 4, "move_phrasings": 1, "num_distractors": 0},
+    "neutral": {**_CHAIN, "branch_width": 3, "move_phrasings": 3, "num_distractors": 1},
+    "routine-uncertain": {**_CHAIN, "branch_width": 2, "move_phrasings": 4, "num_distractors": 0},
 }
 ESTIMATOR_RUNS = {"GRPO": "grpo", "GiGPO": "gigpo", "GACA": "gaca", "NLL reweight": "reweight"}
 LR_SCALES = (0.77, 1.0, 1.3)

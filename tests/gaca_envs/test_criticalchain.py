@@ -175,6 +175,7 @@ def test_non_string_action_and_step_after_end_raise():
         ({"noise": 1.0}, r"noise must be in \[0, 1\), got 1.0"),
         ({"split": "dev"}, "split must be one of"),
         ({"num_distractors": 99}, r"num_distractors must be in \[0, 6\], got 99"),
+        ({"move_phrasings": 0}, r"move_phrasings must be an int in \[1, 8\], got 0"),
     ],
 )
 def test_bad_parameters_are_clear_errors(kwargs, message):
@@ -213,3 +214,35 @@ def test_works_in_async_vector_env_with_a_group():
         assert obs[0] == obs[1] and info["anchor_key"][0] == info["anchor_key"][1]
     finally:
         envs.close()
+
+
+def test_move_phrasings_offer_equivalent_ways_on_and_the_default_is_unchanged():
+    default = CriticalChainEnv(num_distractors=0)
+    _, info = default.reset(options={"task_id": "train-0"})
+    assert [a.split(" the ")[0] for a in info["admissible_actions"]] == ["go to", "walk to"]
+    wide = CriticalChainEnv(num_distractors=0, move_phrasings=5)
+    _, info = wide.reset(options={"task_id": "train-0"})
+    assert len(info["admissible_actions"]) == 5
+    keys = set()
+    for action in info["admissible_actions"]:  # every phrasing leads to the same next state
+        wide.reset(options={"task_id": "train-0"})
+        keys.add(wide.step(action)[4]["anchor_key"])
+    assert len(keys) == 1
+    assert "move_phrasings" not in default.save_state().state["env_args"]  # default snapshots keep their form
+    assert wide.save_state().state["env_args"]["move_phrasings"] == 5
+
+
+def test_step_outcomes_list_every_outcome_and_leave_the_env_as_it_was():
+    env = CriticalChainEnv(noise=0.25, num_distractors=1)
+    obs, info = env.reset(seed=3, options={"task_id": "train-2"})
+    before = env.save_state()
+    move = next(a for a in info["admissible_actions"] if a.startswith("walk"))
+    outcomes = env.step_outcomes(move)
+    assert [p for p, _, _ in outcomes] == [0.75, 0.25]
+    on, slip = outcomes[0][1], outcomes[1][1]
+    assert on[4]["stage"] == 1 and slip[4]["stage"] == 0 and "stumble" in slip[0]
+    assert outcomes[0][2].steps == 1 and env.save_state() == before  # the table left the env untouched
+    ((p, result, after),) = env.step_outcomes("look around")
+    assert p == 1.0 and result[4]["stage"] == 0 and after is not None
+    # An outcome's snapshot restores the state that outcome reached.
+    assert env.restore_state(outcomes[0][2])[0] == on[0] and env.restore_state(outcomes[1][2])[0] == slip[0]
