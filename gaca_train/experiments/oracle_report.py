@@ -371,16 +371,19 @@ def branching_report(out: str, data: dict) -> str:
         "",
         f"## Oracle error at branch points ({n} rows), with the continuations' evidence and without",
         "",
-        "| estimator | nmse with tree | nmse roots only | Pearson with tree | Pearson roots only |",
-        "|---|---|---|---|---|",
+        "| estimator | nmse with tree | nmse roots only | paired difference | Pearson with tree | Pearson roots only "
+        "| paired difference |",
+        "|---|---|---|---|---|---|---|",
     ]
     for e in ("grpo", "gigpo", "gaca"):
         tree = [_quality(rows, f"est_{e}") for rows in branch_seeds.values()]
         alone = [_quality(rows, f"roots_{e}") for rows in branch_seeds.values()]
-        lines.append(
-            f"| {NAMES[e]} | {_fmt(*_ci([q['nmse'] for q in tree]))} | {_fmt(*_ci([q['nmse'] for q in alone]))}"
-            f" | {_fmt(*_ci([q['pearson'] for q in tree]))} | {_fmt(*_ci([q['pearson'] for q in alone]))} |"
-        )
+        cells = []
+        for k in ("nmse", "pearson"):
+            with_tree, roots_only = [q[k] for q in tree], [q[k] for q in alone]
+            diff = [a - b for a, b in zip(with_tree, roots_only, strict=True)]
+            cells += [_fmt(*_ci(with_tree)), _fmt(*_ci(roots_only)), _fmt(*_ci(diff))]
+        lines.append(f"| {NAMES[e]} | " + " | ".join(cells) + " |")
 
     def draw(ax) -> None:
         x = np.arange(len(labels))
