@@ -8,18 +8,22 @@ decomposition and the alignment (docs/method.md section 8). Three studies:
 * ``estimators`` (study a): GRPO, GiGPO, GACA and NLL reweighting on the diagnostic CriticalChain, 5
   seeds; the GACA runs also compute exact A* by dynamic programming, which checks the Monte-Carlo
   oracle itself (the share of rows whose interval holds the exact value).
-* ``alignment`` (study b): three CriticalChain settings where the decisive forks are the high-entropy
-  steps (``forks-uncertain``), neither (``neutral``), or the routine steps are (``routine-uncertain``);
-  GiGPO and GACA, 5 seeds paired; the measured alignment rho against the learning difference at equal
-  env steps.
+* ``alignment`` (study b): three CriticalChain settings where the decisive fork is the high-entropy
+  step (``forks-uncertain``), neither (``neutral``), or the routine steps are (``routine-uncertain``);
+  GiGPO and GACA, 5 seeds paired; the alignment rho, measured against exact A* (dynamic programming),
+  against the learning difference at equal env steps.
 * ``branching`` (study d): GiGPO and GACA, independent and branching rollouts (NLL branch points,
   env-step budget), each at learning rates x0.77, x1 and x1.3, 5 seeds; arms compared at equal env steps
   at their best learning rate; the oracle at branch points with and without the continuations' evidence.
+* ``alfworld`` (study c): reports the ALFWorld quickstart against the oracle, from three runs it names if
+  missing: the quickstart with ``--oracle-every 20`` (passes at iterations 0, 20 and 40) and
+  ``scripts/oracle.py`` on its warm start and on its trained model.
 
 Usage:
     python scripts/oracle_study.py --study estimators --out runs/oracle-estimators
     python scripts/oracle_study.py --study alignment --out runs/oracle-alignment
     python scripts/oracle_study.py --study branching --out runs/oracle-branching
+    python scripts/oracle_study.py --study alfworld --out runs/oracle-alfworld   # reports the runs it names
     python scripts/oracle_study.py --study estimators --out runs/smoke --smoke   # seconds
     python scripts/oracle_study.py --study estimators --out runs/oracle-estimators --report-only
 """
@@ -37,17 +41,17 @@ from gaca_train.cli_utils import parse_seeds
 from gaca_train.experiments.oracle_report import REPORTS
 from gaca_train.experiments.study import DIAGNOSTIC_ENV, run_tabular_job
 
-STUDIES = ("estimators", "alignment", "branching")
-# The alignment family: chains of 8 stages with 2 forks and no distractors, whose admissible actions are dialled so
-# that the uncertain (high-NLL) steps are the decisive forks, neither, or the routine steps. At theta = 0 the policy
-# is uniform, so a step's NLL is log(its number of actions): forks 4 vs routine 1 (a routine step has one way on and
-# no choice); 4 vs 4 (three ways on and a distractor at routine stages, three roads and a distractor at forks);
-# 2 vs 4 (four equivalent ways on, whose choice changes nothing). Success under the uniform policy: 1/16, 1/9, 1/4.
-_CHAIN = {"horizon": 8, "num_branches": 2, "noise": 0.1, "hint": False}
+STUDIES = ("estimators", "alignment", "branching", "alfworld")
+# The alignment family: chains of 8 stages with one fork and one distractor at every stage (a wasted step
+# risks the step cap), whose admissible actions are dialled so that the uncertain (high-NLL) steps are the
+# decisive fork, neither, or the routine steps. At theta = 0 the policy is uniform, so a step's NLL is
+# log(its number of actions): fork 7 vs routine 2 (six roads; one way on); 4 vs 4; 3 vs 6 (two roads; five
+# equivalent ways on). The oracle is exact here (dynamic programming), so alignment carries no Monte-Carlo noise.
+_CHAIN = {"horizon": 8, "num_branches": 1, "noise": 0.1, "hint": False, "num_distractors": 1}
 ALIGNMENT_SETTINGS = {
-    "forks-uncertain": {**_CHAIN, "branch_width": 4, "move_phrasings": 1, "num_distractors": 0},
-    "neutral": {**_CHAIN, "branch_width": 3, "move_phrasings": 3, "num_distractors": 1},
-    "routine-uncertain": {**_CHAIN, "branch_width": 2, "move_phrasings": 4, "num_distractors": 0},
+    "forks-uncertain": {**_CHAIN, "branch_width": 6, "move_phrasings": 1},
+    "neutral": {**_CHAIN, "branch_width": 3, "move_phrasings": 3},
+    "routine-uncertain": {**_CHAIN, "branch_width": 2, "move_phrasings": 5},
 }
 ESTIMATOR_RUNS = {"GRPO": "grpo", "GiGPO": "gigpo", "GACA": "gaca", "NLL reweight": "reweight"}
 LR_SCALES = (0.77, 1.0, 1.3)
@@ -79,7 +83,8 @@ def study_jobs(args: argparse.Namespace) -> list[dict]:
         elif args.study == "alignment":
             for setting, env_kwargs in ALIGNMENT_SETTINGS.items():
                 for label in ("GiGPO", "GACA"):
-                    cfg = {**base, "env_kwargs": env_kwargs, "estimator": ESTIMATOR_RUNS[label], "seed": seed}
+                    cfg = {**base, "env_kwargs": env_kwargs, "estimator": ESTIMATOR_RUNS[label], "seed": seed,
+                           "oracle_exact": True}  # fmt: skip
                     jobs.append({"study": args.study, "setting": setting, "label": label, "config": cfg})
         else:
             for label in ("GiGPO", "GACA"):
@@ -99,6 +104,35 @@ def study_jobs(args: argparse.Namespace) -> list[dict]:
                         name = label + (" + branching" if branching != "off" else "")
                         jobs.append({"study": args.study, "label": name, "lr_scale": scale, "config": cfg})
     return jobs
+
+
+def alfworld_inputs(out: str) -> dict:
+    """Study (c)'s inputs in ``out``: the quickstart's ``log_history.json`` and ``oracle-{early,late}/oracle.json``.
+
+    Raises:
+        SystemExit: naming the command that makes a missing input.
+    """
+    made_by = {
+        "log_history.json": f"python scripts/quickstart_cpu.py --out {out} --oracle-every 20 --oracle-rows 32 "
+        "--oracle-continuations 4",
+        "oracle-early/oracle.json": f"python scripts/oracle.py --model {out}/warm_start --config "
+        f'configs/quickstart_cpu_alfworld.yaml --env-kwargs \'{{"data_path": "{out}/games"}}\' --rows 64 '
+        f"--continuations 8 --out {out}/oracle-early",
+        "oracle-late/oracle.json": f"python scripts/oracle.py --model {out}/after_rl --config "
+        f'configs/quickstart_cpu_alfworld.yaml --env-kwargs \'{{"data_path": "{out}/games"}}\' --rows 64 '
+        f"--continuations 8 --out {out}/oracle-late",
+    }
+    for name, command in made_by.items():
+        if not os.path.exists(os.path.join(out, name)):
+            raise SystemExit(f"oracle_study: {os.path.join(out, name)} is missing; make it with: {command}")
+    with open(os.path.join(out, "log_history.json")) as f:
+        history = json.load(f)
+    data = {"passes": [h for h in history if "oracle/rows" in h], "continuations": 4}
+    for stage in ("early", "late"):
+        with open(os.path.join(out, f"oracle-{stage}", "oracle.json")) as f:
+            data[stage] = json.load(f)
+        data[stage]["continuations"] = data[stage].get("continuations", 8)
+    return data
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -135,7 +169,9 @@ def main(argv: list[str] | None = None) -> str:
         args.oracle_continuations, args.eval_every = 4, 3
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "results.json")
-    if args.report_only:
+    if args.study == "alfworld":
+        data = alfworld_inputs(args.out)
+    elif args.report_only:
         with open(path) as f:
             data = json.load(f)
     else:
@@ -149,7 +185,7 @@ def main(argv: list[str] | None = None) -> str:
         data = {"args": vars(args), "results": results, "wall_seconds": time.perf_counter() - tic}
         with open(path, "w") as f:
             json.dump(data, f)
-    summary = REPORTS[data["args"]["study"]](args.out, data)
+    summary = REPORTS[args.study](args.out, data)
     with open(os.path.join(args.out, "summary.md"), "w") as f:
         f.write(summary)
     print(summary)
