@@ -12,9 +12,9 @@ the restore is resampled too. The continuations play through the one episode loo
 :class:`~gaca_train.vector.RolloutPool`, remote envs) and any policy (tabular, the trainer's LLM
 policy on either generation backend) works.
 
-Returns are those the estimators see (docs/method.md section 6): env reward, minus
-``invalid_action_penalty`` for a response that failed the format check, discounted by ``gamma``
-(1.0, the default, is the episode objective) from step t on.
+Returns are the objective the episode return R_i of docs/method.md section 6 measures: the env reward
+minus ``invalid_action_penalty`` for every response from step t on that failed the format check,
+discounted by ``gamma`` (1.0, the default, is the episode objective).
 
 Noise: each estimate comes with ``variance``, s_Q^2 / M + s_V^2 / M with the unbiased sample
 variances, an unbiased estimate of Var(A*hat - A*); the metrics of :mod:`gaca_train.oracle_metrics`
@@ -35,7 +35,15 @@ from typing import Any
 
 from gaca_train.episodes import Decision, Policy, Start, Transition, Turn, play
 
-__all__ = ["ForcedFirst", "OracleConfig", "OracleEstimates", "OracleTarget", "estimate_advantages", "pick_rows"]
+__all__ = [
+    "ForcedFirst",
+    "OracleConfig",
+    "OracleEstimates",
+    "OracleTarget",
+    "estimate_advantages",
+    "pick_rows",
+    "pick_weights",
+]
 
 
 @dataclass(frozen=True)
@@ -174,11 +182,34 @@ def pick_rows(
         step_bins: step strata.
 
     Returns:
-        The picked row indices, sorted.
+        The picked row indices, sorted (:func:`pick_weights` gives each one's weight).
     """
+    return sorted(_pick(nll, step, n, rng, eligible, deciles, step_bins))
+
+
+def pick_weights(
+    nll: Sequence[float],
+    step: Sequence[int],
+    n: int,
+    rng: random.Random,
+    *,
+    eligible: Sequence[bool] | None = None,
+    deciles: int = 10,
+    step_bins: int = 4,
+) -> dict[int, float]:
+    """:func:`pick_rows` with each picked row's weight: its cell's eligible rows over the rows picked from the cell.
+
+    A cell of 40 rows of which 2 were picked gives each weight 20, so weighted means over the picks estimate
+    means over all eligible rows (the inverse of each row's chance of being picked), where plain means weigh
+    every cell about equally.
+    """
+    return _pick(nll, step, n, rng, eligible, deciles, step_bins)
+
+
+def _pick(nll, step, n, rng, eligible, deciles, step_bins) -> dict[int, float]:
     rows = [i for i in range(len(nll)) if eligible is None or eligible[i]]
     if not rows or n <= 0:
-        return []
+        return {}
     by_nll = sorted(rows, key=lambda i: (nll[i], rng.random()))
     by_step = sorted(rows, key=lambda i: (step[i], rng.random()))
     decile = {i: r * deciles // len(rows) for r, i in enumerate(by_nll)}
@@ -192,17 +223,21 @@ def pick_rows(
         cells.setdefault((decile[i], step_bin[i]), []).append(i)
     for members in cells.values():
         rng.shuffle(members)
-    picked: list[int] = []
+    size = {key: len(members) for key, members in cells.items()}
+    picked: dict[int, tuple[int, int]] = {}
     while len(picked) < n and cells:
         keys = list(cells)
         rng.shuffle(keys)
         for key in keys:
             if len(picked) == n:
                 break
-            picked.append(cells[key].pop())
+            picked[cells[key].pop()] = key
             if not cells[key]:
                 del cells[key]
-    return sorted(picked)
+    taken: dict[tuple[int, int], int] = {}
+    for key in picked.values():
+        taken[key] = taken.get(key, 0) + 1
+    return {row: size[key] / taken[key] for row, key in picked.items()}
 
 
 class ForcedFirst:
@@ -255,7 +290,7 @@ def estimate_advantages(
     """Monte-Carlo Q, V and A* = Q - V of every target (see the module docstring).
 
     The 2 M continuations of the targets fill the pool's slots (one chunk after another when they
-    do not fit), slot order: for each target its M Q continuations, then its M V continuations.
+    do not fit), slot order: for each target its M V continuations, then its M Q continuations.
 
     Args:
         pool: any pool of :func:`~gaca_train.episodes.play` whose envs restore the targets' snapshots.
@@ -274,7 +309,9 @@ def estimate_advantages(
     """
     tic = time.perf_counter()
     m = continuations
-    jobs = [(k, kind) for k in range(len(targets)) for kind in ("q", "v") for _ in range(m)]
+    # V slots first: every chunk then opens with slots the policy plays, so a distributed policy renders a
+    # prompt of its own on the first turn (its lockstep padding) even where every Q continuation ends at once.
+    jobs = [(k, kind) for k in range(len(targets)) for kind in ("v", "q") for _ in range(m)]
     returns: dict[str, list[list[float]]] = {"q": [[] for _ in targets], "v": [[] for _ in targets]}
     env_steps = 0
     width = pool.num_envs

@@ -23,8 +23,10 @@ every estimator on the whole batch and measures each one on the oracle's rows:
   u_m = z D: each direction's best gain (the squared projection of the error A* - A_0 on it) and the
   gain of both together, so "what mixing adds beyond reweighting" is gain(both) - gain(u_w).
 
-Every expectation is a mean over the oracle's rows; estimates that involve A*hat linearly are
-unbiased because its noise is independent of the batch (fresh continuations).
+Every expectation is a weighted mean over the oracle's rows, each row weighted by the batch rows it
+stands for (:func:`~gaca_train.oracle.pick_weights`: the stratified picks over-sample small cells), so it
+estimates the mean over the batch's measurable rows; given the rows, the estimates that involve A*hat
+linearly are unbiased because its noise is independent of the batch (fresh continuations).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from typing import Any
 import torch
 
 from gaca_train.advantages import ESTIMATORS, Advantages, EstimatorConfig, StepRows, compute_advantages
-from gaca_train.oracle import OracleConfig, OracleEstimates, OracleTarget, estimate_advantages, pick_rows
+from gaca_train.oracle import OracleConfig, OracleEstimates, OracleTarget, estimate_advantages, pick_weights
 
 __all__ = [
     "OraclePass",
@@ -60,12 +62,21 @@ def _t(x: Any) -> torch.Tensor:
     return torch.as_tensor(x, dtype=_F64)
 
 
-def _pearson(x: torch.Tensor, y: torch.Tensor) -> float:
+def _weights(weight: Any, k: int) -> torch.Tensor:
+    """Row weights normalised to mean 1 (None: every row 1)."""
+    if weight is None:
+        return torch.ones(k, dtype=_F64)
+    w = _t(weight)
+    return w * (k / w.sum()) if k and float(w.sum()) > 0 else torch.ones(k, dtype=_F64)
+
+
+def _pearson(x: torch.Tensor, y: torch.Tensor, w: torch.Tensor | None = None) -> float:
     if x.numel() < 2:
         return float("nan")
-    x, y = x - x.mean(), y - y.mean()
-    denom = (x.square().sum() * y.square().sum()).sqrt()
-    return float((x * y).sum() / denom) if denom > 0 else float("nan")
+    w = torch.ones_like(x) if w is None else w
+    x, y = x - (w * x).mean() / w.mean(), y - (w * y).mean() / w.mean()
+    denom = ((w * x.square()).sum() * (w * y.square()).sum()).sqrt()
+    return float((w * x * y).sum() / denom) if denom > 0 else float("nan")
 
 
 def _ranks(x: torch.Tensor) -> torch.Tensor:
@@ -79,13 +90,15 @@ def _ranks(x: torch.Tensor) -> torch.Tensor:
     return (total / count)[inverse]
 
 
-def quality(estimate: Any, a_star: Any, variance: Any) -> dict[str, float]:
+def quality(estimate: Any, a_star: Any, variance: Any, weight: Any = None) -> dict[str, float]:
     """One estimator's quality against A*hat on the same rows (already on one scale).
 
     Args:
         estimate: [K] the estimator's advantages.
         a_star: [K] the oracle's A*hat.
         variance: [K] the unbiased variance of each A*hat (0 for an exact A*).
+        weight: [K] each row's weight in the means (:func:`~gaca_train.oracle.pick_weights`: the batch's rows it
+            stands for); None: equal weights. Spearman ranks the rows unweighted, then correlates with the weights.
 
     Returns:
         ``pearson``, ``spearman``, ``sign`` (agreement on the rows with A != 0 and |A*hat| > 1.96 se),
@@ -98,22 +111,32 @@ def quality(estimate: Any, a_star: Any, variance: Any) -> dict[str, float]:
     if k == 0:
         names = ("pearson", "spearman", "sign", "sign_rows", "risk", "nmse", "scale")
         return {**out, **dict.fromkeys(names, math.nan)}
+    w = _weights(weight, k)
     clear = (s.abs() > CLEAR_Z * var.sqrt()) & (a != 0)
-    out["pearson"] = _pearson(a, s)
-    out["spearman"] = _pearson(_ranks(a), _ranks(s))
-    out["sign"] = float((torch.sign(a[clear]) == torch.sign(s[clear])).to(_F64).mean()) if clear.any() else math.nan
+    out["pearson"] = _pearson(a, s, w)
+    out["spearman"] = _pearson(_ranks(a), _ranks(s), w)
+    agree = (torch.sign(a) == torch.sign(s)).to(_F64)
+    out["sign"] = float((w * agree)[clear].sum() / w[clear].sum()) if clear.any() else math.nan
     out["sign_rows"] = float(clear.sum())
-    out["risk"] = float((a - s).square().mean() - var.mean())
-    a2, cross, s2 = float(a.square().mean()), float((a * s).mean()), float(s.square().mean() - var.mean())
+    out["risk"] = float((w * ((a - s).square() - var)).mean())
+    a2, cross, s2 = float((w * a.square()).mean()), float((w * a * s).mean()), float((w * (s.square() - var)).mean())
     out["scale"] = cross / a2 if a2 > 0 else math.nan
     out["nmse"] = 1.0 - cross**2 / (a2 * s2) if a2 > 0 and s2 > 0 else math.nan
     return out
 
 
 def mixture_decomposition(
-    episode_advantage: Any, step_advantage: Any, weight: Any, a_star: Any, variance: Any, lambda0: float
+    episode_advantage: Any,
+    step_advantage: Any,
+    weight: Any,
+    a_star: Any,
+    variance: Any,
+    lambda0: float,
+    row_weight: Any = None,
 ) -> dict[str, float]:
     """The exact risk decomposition of the implemented GACA mixture (docs/method.md section 8.1).
+
+    ``weight`` is GACA's lambda per row; ``row_weight`` each row's weight in the means (as in :func:`quality`).
 
     Returns:
         ``risk_fixed`` (R_0, of A_0 = GiGPO(lambda0 / (1 - lambda0))), ``cross`` (E[m D (A* - A_0)]),
@@ -125,9 +148,10 @@ def mixture_decomposition(
     d = (a_s - a_e) / (1.0 - lambda0)
     m = lam - lambda0
     e0 = s - a0
-    risk_fixed = float(e0.square().mean() - var.mean())
-    cross = float((m * d * e0).mean())
-    quad = float((m * d).square().mean())
+    w = _weights(row_weight, s.numel())
+    risk_fixed = float((w * (e0.square() - var)).mean())
+    cross = float((w * m * d * e0).mean())
+    quad = float((w * (m * d).square()).mean())
     return {"risk_fixed": risk_fixed, "cross": cross, "quad": quad, "risk_gaca": risk_fixed - 2 * cross + quad}
 
 
@@ -141,6 +165,7 @@ def alignment(
     variance: Any,
     lambda0: float,
     modulation: str = "linear",
+    row_weight: Any = None,
 ) -> dict[str, float]:
     """Directional alignment and the error projection of mixing against scalar reweighting (section 8.2-8.3).
 
@@ -151,7 +176,8 @@ def alignment(
         z_group_mean: [K] the mean z over each row's group (all its rows, not only the oracle's).
         a_star, variance: [K] A*hat and its noise variance.
         lambda0: GACA's base weight.
-        modulation: ``linear`` or ``sigmoid`` (scales dR/deta at 0 by lambda0 (1 - lambda0)).
+        modulation: ``linear`` or ``sigmoid`` (scales dR/deta at 0 and the best eta by lambda0 (1 - lambda0)).
+        row_weight: each row's weight in the means (as in :func:`quality`).
 
     Returns:
         ``rho``, ``kappa``, ``slope`` (dR/deta at 0), ``eta_star``, ``gain`` (best reduction along z D),
@@ -164,10 +190,12 @@ def alignment(
     e0 = s - a0
     u_mix = torch.where(torch.as_tensor(has_step_signal), zz * (a_s - a_e) / (1.0 - lambda0), 0.0)
     u_rw = (zz - zg) * a0
-    error = float(e0.square().mean() - var.mean())
-    rho, kappa = float((u_mix * e0).mean()), float(u_mix.square().mean())
-    rho_rw, kappa_rw = float((u_rw * e0).mean()), float(u_rw.square().mean())
-    cross = float((u_mix * u_rw).mean())
+    w = _weights(row_weight, s.numel())
+    error = float((w * (e0.square() - var)).mean())
+    rho, kappa = float((w * u_mix * e0).mean()), float((w * u_mix.square()).mean())
+    rho_rw, kappa_rw = float((w * u_rw * e0).mean()), float((w * u_rw.square()).mean())
+    cross = float((w * u_mix * u_rw).mean())
+    # The sigmoid moves lambda by lambda0 (1 - lambda0) z per unit of eta near 0: slope and best eta rescale.
     scale = lambda0 * (1.0 - lambda0) if modulation == "sigmoid" else 1.0
 
     def gain(r: float, k: float) -> float:
@@ -185,7 +213,7 @@ def alignment(
         "rho": rho,
         "kappa": kappa,
         "slope": -2.0 * rho * scale,
-        "eta_star": rho / kappa if kappa > 0 else math.nan,
+        "eta_star": rho / (kappa * scale) if kappa > 0 else math.nan,
         "gain": gain(rho, kappa),
         "cos": cos(rho, kappa),
         "rho_reweight": rho_rw,
@@ -210,6 +238,7 @@ class OracleRows:
         a_star, variance: the scaled A*hat and its scaled noise variance.
         episode_advantage, step_advantage, weight: the batch's A^E, A^S and GACA's lambda.
         has_step_signal: whether the row has an anchor partner.
+        pick_weight: the batch rows each measured row stands for (its weight in every mean); None: equal.
         estimates: per estimator name, its advantage on the rows.
     """
 
@@ -227,12 +256,14 @@ class OracleRows:
     has_step_signal: torch.Tensor
     weight: torch.Tensor
     estimates: dict[str, torch.Tensor]
+    pick_weight: torch.Tensor | None = None
 
     def to_records(self) -> list[dict[str, Any]]:
         """One JSON-ready dict per row (the studies pool them over iterations and seeds)."""
         names = ("row", "step", "nll", "z", "z_group_mean", "at_branch", "scale", "a_star", "variance",
                  "episode_advantage", "step_advantage", "has_step_signal", "weight")  # fmt: skip
         cols = {n: getattr(self, n).tolist() for n in names}
+        cols["pick_weight"] = [1.0] * len(self.row) if self.pick_weight is None else self.pick_weight.tolist()
         cols.update({f"est_{k}": v.tolist() for k, v in self.estimates.items()})
         return [dict(zip(cols, values)) for values in zip(*cols.values())]
 
@@ -264,6 +295,7 @@ def oracle_rows(
     parent: Any = None,
     at_branch: Any = None,
     estimators: tuple[str, ...] = ESTIMATORS,
+    pick_weight: Any = None,
 ) -> OracleRows:
     """Every estimator on the batch, A* on their scale, and the parts the theory needs, on the picked rows.
 
@@ -275,6 +307,7 @@ def oracle_rows(
         parent: the batch's per-row parents for branching trees (see ``compute_advantages``).
         at_branch: [R] bool per batch row, whether it is at a branch point (default: none).
         estimators: which estimators to compute.
+        pick_weight: per picked row, the batch rows it stands for (:func:`~gaca_train.oracle.pick_weights`).
     """
     cfg = EstimatorConfig(**(config or EstimatorConfig()).to_kwargs())
     idx = torch.as_tensor(picked, dtype=torch.int64)
@@ -283,7 +316,8 @@ def oracle_rows(
     z = gaca.criticality.to(_F64)
     group, g_inv = torch.unique(rows.group, return_inverse=True)
     z_mean = torch.zeros(group.numel(), dtype=_F64).index_add_(0, g_inv, z) / torch.bincount(g_inv).to(_F64)
-    scale = _return_scale(rows, gaca)
+    # A* on the scale A^E divides by: the group's return std for episode_norm "mean_std", none for "mean".
+    scale = _return_scale(rows, gaca) if cfg.episode_norm == "mean_std" else torch.ones(len(rows), dtype=_F64)
     branch = torch.zeros(len(rows), dtype=torch.bool) if at_branch is None else torch.as_tensor(at_branch)
     s = scale[idx]
     return OracleRows(
@@ -301,6 +335,7 @@ def oracle_rows(
         has_step_signal=gaca.has_step_signal[idx],
         weight=gaca.weight.to(_F64)[idx],
         estimates={name: out.advantage.to(_F64)[idx] for name, out in outs.items()},
+        pick_weight=None if pick_weight is None else _t(pick_weight),
     )
 
 
@@ -308,14 +343,15 @@ def summary_metrics(o: OracleRows, config: EstimatorConfig | None = None) -> dic
     """The ``oracle/*`` metrics of one pass: quality per estimator, the decomposition and the alignment."""
     cfg = config or EstimatorConfig()
     m: dict[str, float] = {"oracle/rows": float(o.row.numel()), "oracle/se_mean": float(o.variance.sqrt().mean())}
+    w = o.pick_weight
     for name, est in o.estimates.items():
-        for key, value in quality(est, o.a_star, o.variance).items():
+        for key, value in quality(est, o.a_star, o.variance, w).items():
             if key != "rows":
                 m[f"oracle/{name}/{key}"] = value
-    dec = mixture_decomposition(o.episode_advantage, o.step_advantage, o.weight, o.a_star, o.variance, cfg.lambda0)
+    dec = mixture_decomposition(o.episode_advantage, o.step_advantage, o.weight, o.a_star, o.variance, cfg.lambda0, w)
     m.update({f"oracle/decomposition/{k}": v for k, v in dec.items()})
     al = alignment(o.episode_advantage, o.step_advantage, o.has_step_signal, o.z, o.z_group_mean, o.a_star,
-                   o.variance, cfg.lambda0, cfg.modulation)  # fmt: skip
+                   o.variance, cfg.lambda0, cfg.modulation, w)  # fmt: skip
     m.update({f"oracle/alignment/{k}": v for k, v in al.items()})
     return m
 
@@ -384,13 +420,13 @@ def run_oracle_pass(
         n = min_over_ranks(n)
     nll = rows.nll.tolist()
     step = rows.step.tolist()
-    first: list[int] = []
-    if prefer is not None:
+    weights: dict[int, float] = {}
+    if prefer is not None:  # the preferred rows and the others are two strata, each weighted by its own cells
         wanted = [e and p for e, p in zip(eligible, prefer, strict=True)]
-        first = pick_rows(nll, step, n // 2, rng, eligible=wanted, step_bins=oracle.step_bins)
-    chosen = set(first)
-    rest = [e and k not in chosen for k, e in enumerate(eligible)]
-    picked = sorted(first + pick_rows(nll, step, n - len(first), rng, eligible=rest, step_bins=oracle.step_bins))
+        weights = pick_weights(nll, step, n // 2, rng, eligible=wanted, step_bins=oracle.step_bins)
+        eligible = [e and not w for e, w in zip(eligible, wanted, strict=True)]
+    weights.update(pick_weights(nll, step, n - len(weights), rng, eligible=eligible, step_bins=oracle.step_bins))
+    picked = sorted(weights)
     targets = [OracleTarget.from_transition(k, transitions[k], histories[transitions[k].env_index]) for k in picked]
     cfg = EstimatorConfig(**options.to_kwargs())
     est = estimate_advantages(pool, targets, policy, max_env_steps, continuations=oracle.continuations,
@@ -405,6 +441,7 @@ def run_oracle_pass(
         [v * reward_scale**2 for v in est.variance],
         parent=list(parent) if has_tree else None,
         at_branch=branch_point_rows(rows, parent) if has_tree else None,
+        pick_weight=[weights[k] for k in picked],
     )
     metrics = summary_metrics(o, cfg)
     metrics.update({"oracle/seconds": est.seconds, "oracle/env_steps": float(est.env_steps)})

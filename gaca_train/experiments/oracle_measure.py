@@ -66,12 +66,14 @@ class EndpointLogprobPolicy:
         for t in turns:
             messages = self.prompts.messages(t.info["task"], t.step, t.observation, t.info["admissible_actions"],
                                              t.history)  # fmt: skip
-            text, nll = self._complete(messages)
+            text, logps = self._complete(messages)
             parsed = self.parse(text)
-            out.append(Decision(parsed.action, valid=parsed.valid, shown=parsed.action, nll=nll, data=text))
+            nll = -sum(logps) / len(logps)
+            out.append(Decision(parsed.action, valid=parsed.valid, shown=parsed.action, nll=nll,
+                                data={"response": text, "logps": logps}))  # fmt: skip
         return out
 
-    def _complete(self, messages: list[dict[str, str]]) -> tuple[str, float]:
+    def _complete(self, messages: list[dict[str, str]]) -> tuple[str, list[float]]:
         self.calls += 1
         body = {"model": self.endpoint.model, "messages": messages, "n": 1, "logprobs": True,
                 "seed": self.seed + self.calls, **self.sampling}  # fmt: skip
@@ -90,7 +92,7 @@ class EndpointLogprobPolicy:
                 "each response's NLL; serve the model with an OpenAI-compatible server that honours logprobs=true "
                 "(vLLM, SGLang)"
             )
-        return text, -sum(logprobs) / len(logprobs)
+        return text, logprobs
 
 
 def _policy(args: argparse.Namespace, s: dict[str, Any]) -> tuple[Any, Any]:
@@ -118,10 +120,15 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def _row(t: Any, group: int) -> dict[str, Any]:
-    nll = t.decision.nll if t.decision.nll is not None else 0.0
-    return {"group": group, "traj": t.env_index, "step": t.step, "anchor_key": t.info["anchor_key"],
-            "reward": t.reward, "nll": nll, "valid": t.decision.valid}  # fmt: skip
+def _row(t: Any, group: int, config: dict[str, Any]) -> dict[str, Any]:
+    """A step row as the trainer builds it (``RolloutResult.to_step_rows``) under the config's settings."""
+    data = t.decision.data
+    logps = data[2] if isinstance(data, tuple) else data["logps"]
+    nll = -sum(logps) / (len(logps) if config.get("nll_reduction", "mean") == "mean" else 1)
+    anchor = t.info["anchor_key"] if config.get("anchor", "state") == "state" else t.info["anchor_text"]
+    reward = t.reward * float(config.get("reward_scale", 1.0))
+    return {"group": group, "traj": t.env_index, "step": t.step, "anchor_key": anchor, "reward": reward, "nll": nll,
+            "valid": t.decision.valid}  # fmt: skip
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -181,10 +188,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     try:
         played = play(pool, slots, policy, s["prompts"].max_env_steps, seed=args.seed, save_snapshots=True)
         group = {t: g for g, t in enumerate(task_ids)}
-        rows = StepRows.from_steps([_row(t, group[slots[t.env_index]]) for t in played.transitions])
+        rows = StepRows.from_steps([_row(t, group[slots[t.env_index]], config) for t in played.transitions])
         oracle = OracleConfig(rows=args.rows, continuations=args.continuations, seed=args.seed)
         done = run_oracle_pass(pool, played.transitions, played.histories, rows, policy, options, oracle,
-                               max_env_steps=s["prompts"].max_env_steps, iteration=0)  # fmt: skip
+                               max_env_steps=s["prompts"].max_env_steps, iteration=0,
+                               reward_scale=float(config.get("reward_scale", 1.0)))  # fmt: skip
     finally:
         pool.close()
         if closer is not None:

@@ -48,10 +48,15 @@ def _col(rows: list[dict], key: str) -> torch.Tensor:
     return torch.tensor([float(r[key]) for r in rows], dtype=torch.float64)
 
 
+def _weight(rows: list[dict]) -> torch.Tensor:
+    """Each row's weight: the batch rows it stands for (pick_weight), 1 for rows recorded without one."""
+    return torch.tensor([float(r.get("pick_weight", 1.0)) for r in rows], dtype=torch.float64)
+
+
 def _quality(rows: list[dict], column: str) -> dict[str, float]:
     if len(rows) < 3:
         return dict.fromkeys(("risk", "nmse", "pearson", "spearman", "sign"), math.nan)
-    return quality(_col(rows, column), _col(rows, "a_star"), _col(rows, "variance"))
+    return quality(_col(rows, column), _col(rows, "a_star"), _col(rows, "variance"), _weight(rows))
 
 
 def _theory(rows: list[dict]) -> dict[str, float]:
@@ -61,8 +66,9 @@ def _theory(rows: list[dict]) -> dict[str, float]:
         for k in ("episode_advantage", "step_advantage", "z", "z_group_mean", "a_star", "variance", "weight")
     }
     signal = torch.tensor([bool(r["has_step_signal"]) for r in rows])
+    w = _weight(rows)
     dec = mixture_decomposition(
-        cols["episode_advantage"], cols["step_advantage"], cols["weight"], cols["a_star"], cols["variance"], 0.5
+        cols["episode_advantage"], cols["step_advantage"], cols["weight"], cols["a_star"], cols["variance"], 0.5, w
     )
     al = alignment(
         cols["episode_advantage"],
@@ -73,6 +79,7 @@ def _theory(rows: list[dict]) -> dict[str, float]:
         cols["a_star"],
         cols["variance"],
         0.5,
+        row_weight=w,
     )
     return {**dec, **al, "predicted_risk_025": dec["risk_fixed"] - 0.5 * al["rho"] + 0.0625 * al["kappa"]}
 
@@ -150,7 +157,7 @@ def _theory_lines(seeds: dict[int, list[dict]]) -> list[str]:
         ("kappa", "kappa = E[z^2 D^2]"),
         ("eta_star", "best eta = rho / kappa"),
         ("gain", "best gain of mixing, rho^2 / kappa"),
-        ("gain_reweight", "best gain of reweighting"),
+        ("gain_reweight", "best gain of reweighting A_0 (section 8.3)"),
         ("mixing_adds", "mixing adds beyond reweighting"),
         ("risk_fixed", "R_0 (GiGPO, omega 1)"),
         ("predicted_risk_025", "R(0.25) by the quadratic"),

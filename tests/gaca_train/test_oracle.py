@@ -11,7 +11,7 @@ import torch
 
 import gaca_envs  # noqa: F401  (registers the env ids)
 from gaca_train.episodes import BaselinePolicy, Decision, EnvList, play
-from gaca_train.oracle import ForcedFirst, OracleConfig, OracleTarget, estimate_advantages, pick_rows
+from gaca_train.oracle import ForcedFirst, OracleConfig, OracleTarget, estimate_advantages, pick_rows, pick_weights
 from gaca_train.oracle_exact import ExactValues
 from gaca_train.tabular import StudyConfig, TabularSoftmaxPolicy, train_tabular
 from gaca_train.trainer import GACATrainer
@@ -36,6 +36,22 @@ def test_picks_cover_every_nll_decile_and_step_bin_and_repeat_with_the_seed():
     assert {step[i] // 5 for i in picked} == {0, 1, 2, 3}  # and each quarter of the steps
     assert pick_rows(nll, step, 1000, random.Random(1), eligible=eligible) == rows  # more asked than there are
     assert pick_rows(nll, step, 5, random.Random(1), eligible=[False] * 400) == []
+
+
+def test_pick_weights_make_weighted_means_estimate_the_batch_mean():
+    # NLL grows with the step, so some cells are small: plain means over the picks over-weigh them, weighted
+    # means (each pick standing for its cell's rows) land on the batch mean over many draws.
+    nll = [i / 640 + (0.5 if i % 9 == 0 else 0.0) for i in range(640)]
+    step = [i // 32 for i in range(640)]
+    value = [float(i % 9 == 0) * 3.0 + i / 640 for i in range(640)]
+    plain, weighted = [], []
+    for draw in range(300):
+        w = pick_weights(nll, step, 32, random.Random(draw))
+        assert sorted(w) == pick_rows(nll, step, 32, random.Random(draw))
+        plain.append(sum(value[i] for i in w) / len(w))
+        weighted.append(sum(value[i] * x for i, x in w.items()) / sum(w.values()))
+    truth = sum(value) / len(value)
+    assert abs(sum(weighted) / 300 - truth) < 0.02 < abs(sum(plain) / 300 - truth)
 
 
 def test_oracle_config_names_the_bad_field():

@@ -90,6 +90,8 @@ def test_sigmoid_slope_is_scaled_by_lambda0_times_one_minus_lambda0():
          for e in (0.0, h)]  # fmt: skip
     assert (r[1] - r[0]) / h == pytest.approx(al["slope"], rel=1e-3, abs=1e-6)
     assert al["slope"] == pytest.approx(-2 * al["rho"] * 0.3 * 0.7)
+    # The best eta of the local quadratic R(0) + slope eta + kappa (0.3 * 0.7)^2 eta^2.
+    assert al["eta_star"] == pytest.approx(al["rho"] / (al["kappa"] * 0.3 * 0.7))
 
 
 def test_reweighting_slope_is_its_alignment():
@@ -154,6 +156,29 @@ def test_noise_corrected_risk_and_alignment_are_unbiased():
         assert abs(mean - target) < 4 * se, (mean, target, se)
     # Without the correction the risk is biased up by E[var].
     assert np.mean(risks) + float(variance.mean()) > clean_risk + 10 * np.std(risks) / math.sqrt(len(risks))
+
+
+def test_row_weights_count_a_row_as_the_rows_it_stands_for():
+    # Weight 2 on a row is the same as the row twice, in every quantity.
+    rows = _random_batch(4)
+    a_e, a_s, lam, z, sig = _parts(rows)
+    truth = torch.linspace(-1, 1, len(rows), dtype=torch.float64)
+    var = torch.full((len(rows),), 0.01, dtype=torch.float64)
+    weight = torch.ones(len(rows), dtype=torch.float64)
+    weight[:5] = 2.0
+    twice = torch.cat([torch.arange(len(rows)), torch.arange(5)])
+    est = compute_advantages(rows, "gigpo").advantage.double()
+    for key, value in quality(est, truth, var, weight).items():
+        if key not in ("rows", "sign_rows", "spearman"):
+            assert value == pytest.approx(quality(est[twice], truth[twice], var[twice])[key], nan_ok=True), key
+    dec = mixture_decomposition(a_e, a_s, lam, truth, var, 0.5, weight)
+    assert dec == pytest.approx(
+        mixture_decomposition(a_e[twice], a_s[twice], lam[twice], truth[twice], var[twice], 0.5)
+    )
+    zero = torch.zeros(len(rows), dtype=torch.float64)
+    al = alignment(a_e, a_s, sig, z, zero, truth, var, 0.5, row_weight=weight)
+    ref = alignment(a_e[twice], a_s[twice], sig[twice], z[twice], zero[twice], truth[twice], var[twice], 0.5)
+    assert al == pytest.approx(ref, nan_ok=True)
 
 
 def test_quality_of_a_perfect_and_a_reversed_estimator():
