@@ -232,6 +232,7 @@ def report_of(trainer, tokenizer, setup_seconds: float, use_vllm: bool, gpu: boo
         ],
         "update_tokens_per_s": [log["throughput/update_tokens_per_s"] for log in logs],
         "updates_per_iteration": [log["train/updates"] for log in logs],
+        "advantage_abs_mean": [log["advantage/abs_mean"] for log in logs],
         "rows_per_iteration": [log["train/rows"] for log in logs],
         "vocab_size": len(tokenizer),
         "parameters": sum(p.numel() for p in trainer.model.parameters()),

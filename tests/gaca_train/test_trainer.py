@@ -258,8 +258,10 @@ class _HFInPlaceOfVLLM:
         return prompts, ids, [[[lp + self.shift] for lp in seq] for seq in logps], [[[i] for i in seq] for seq in ids]
 
 
-def _vllm_trainer(tmp_path, shift: float = 0.0, **overrides):
-    model, tokenizer = tiny_model_and_tokenizer()
+def _vllm_trainer(tmp_path, shift: float = 0.0, warm: bool = False, **overrides):
+    # warm: a model that mostly answers in format, so a group's rows differ and carry advantages (a random
+    # model's responses are all malformed, and such a group gets none: docs/method.md section 6).
+    model, tokenizer = warm_started_model_and_tokenizer() if warm else tiny_model_and_tokenizer()
     trainer = GACATrainer(model=model, args=tiny_config(tmp_path, **overrides), processing_class=tokenizer)
     stand_in = _HFInPlaceOfVLLM(trainer, shift)
     trainer.use_vllm, trainer.vllm_generation, trainer._last_loaded_step = True, stand_in, -1
@@ -306,7 +308,7 @@ def test_vllm_importance_ratio_truncates_or_masks_a_sampling_mismatch(tmp_path):
 
 
 def test_vllm_path_trains_with_trl_loss_and_syncs_weights_each_step(tmp_path):
-    trainer, stand_in = _vllm_trainer(tmp_path, max_steps=2)  # a rollout per step
+    trainer, stand_in = _vllm_trainer(tmp_path, warm=True, max_steps=2)  # a rollout per step
     before = _snapshot(trainer.model)
     trainer.train()
     assert stand_in.synced == [0, 1]

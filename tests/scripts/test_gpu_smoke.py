@@ -103,7 +103,12 @@ def test_the_smoke_run_passes_from_the_wheelhouse_over_an_image_of_torch_transfo
     longest_row = report["prompt_tokens"][1] + 16
     assert report["micro_batch_tokens"] - longest_row < report["largest_micro_batch_tokens"] <= 1024
     assert report["peak_gpu_memory_gb"] is None and report["memory_plan_gb"] > 0
-    assert report["changed_parameter_fraction"] > 0.9  # float32 weights: every step moves them
+    # The random model's responses are all malformed, so every group gets zero advantage (docs/method.md
+    # section 6) and no weight may move; a run with any advantage must move nearly every float32 weight.
+    if max(report["advantage_abs_mean"]) > 0:
+        assert report["changed_parameter_fraction"] > 0.9
+    else:
+        assert report["changed_parameter_fraction"] == 0.0
     assert report["nonempty_response_fraction"] > 0.9 and re.search(r"[a-z]+ [a-z]+", report["sample_response"])
 
 

@@ -55,6 +55,7 @@ def test_bench_trainer_parts_add_up_to_the_iteration():
     args = argparse.Namespace(
         iterations=1, tasks=2, rollouts=2, mini_batch_rows=5, horizon=3, max_env_steps=3,
         max_completion_length=4, hidden_size=16, num_layers=1, vector_env="sync", threads=1, branching="off",
+        oracle_every=0, oracle_rows=16, oracle_continuations=4,
     )  # fmt: skip
     with torch_threads(2):
         parts = bench_trainer.run(args, micro_batch_tokens=64)  # at args.threads = 1
