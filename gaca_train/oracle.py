@@ -42,7 +42,6 @@ __all__ = [
     "OracleTarget",
     "estimate_advantages",
     "pick_rows",
-    "pick_weights",
 ]
 
 
@@ -164,13 +163,16 @@ def pick_rows(
     eligible: Sequence[bool] | None = None,
     deciles: int = 10,
     step_bins: int = 4,
-) -> list[int]:
-    """``n`` row indices stratified by NLL decile and step bin, spread as evenly as the strata allow.
+) -> dict[int, float]:
+    """``n`` rows stratified by NLL decile and step bin, each with the weight that maps the sample back to the batch.
 
     Strata are (NLL decile, step bin) cells over the eligible rows, deciles by rank of the NLL (ties
     broken at random), step bins by rank of the step. The cells are visited in turn (each round in a
     random order), one row drawn without replacement from each cell that has rows left, until ``n``
-    rows are picked or none are left.
+    rows are picked or none are left. A row's weight is its cell's eligible rows over the rows picked
+    from the cell (the inverse of its chance of being picked): a cell of 40 rows of which 2 were picked
+    gives each weight 20, so weighted means over the picks estimate means over all eligible rows, where
+    plain means weigh every cell about equally.
 
     Args:
         nll: per row its NLL.
@@ -182,31 +184,8 @@ def pick_rows(
         step_bins: step strata.
 
     Returns:
-        The picked row indices, sorted (:func:`pick_weights` gives each one's weight).
+        Picked row index -> weight, in increasing row order.
     """
-    return sorted(_pick(nll, step, n, rng, eligible, deciles, step_bins))
-
-
-def pick_weights(
-    nll: Sequence[float],
-    step: Sequence[int],
-    n: int,
-    rng: random.Random,
-    *,
-    eligible: Sequence[bool] | None = None,
-    deciles: int = 10,
-    step_bins: int = 4,
-) -> dict[int, float]:
-    """:func:`pick_rows` with each picked row's weight: its cell's eligible rows over the rows picked from the cell.
-
-    A cell of 40 rows of which 2 were picked gives each weight 20, so weighted means over the picks estimate
-    means over all eligible rows (the inverse of each row's chance of being picked), where plain means weigh
-    every cell about equally.
-    """
-    return _pick(nll, step, n, rng, eligible, deciles, step_bins)
-
-
-def _pick(nll, step, n, rng, eligible, deciles, step_bins) -> dict[int, float]:
     rows = [i for i in range(len(nll)) if eligible is None or eligible[i]]
     if not rows or n <= 0:
         return {}
@@ -237,7 +216,7 @@ def _pick(nll, step, n, rng, eligible, deciles, step_bins) -> dict[int, float]:
     taken: dict[tuple[int, int], int] = {}
     for key in picked.values():
         taken[key] = taken.get(key, 0) + 1
-    return {row: size[key] / taken[key] for row, key in picked.items()}
+    return {row: size[picked[row]] / taken[picked[row]] for row in sorted(picked)}
 
 
 class ForcedFirst:

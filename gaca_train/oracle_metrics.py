@@ -24,7 +24,7 @@ every estimator on the whole batch and measures each one on the oracle's rows:
   gain of both together, so "what mixing adds beyond reweighting" is gain(both) - gain(u_w).
 
 Every expectation is a weighted mean over the oracle's rows, each row weighted by the batch rows it
-stands for (:func:`~gaca_train.oracle.pick_weights`: the stratified picks over-sample small cells), so it
+stands for (:func:`~gaca_train.oracle.pick_rows`: the stratified picks over-sample small cells), so it
 estimates the mean over the batch's measurable rows; given the rows, the estimates that involve A*hat
 linearly are unbiased because its noise is independent of the batch (fresh continuations).
 """
@@ -40,7 +40,7 @@ from typing import Any
 import torch
 
 from gaca_train.advantages import ESTIMATORS, Advantages, EstimatorConfig, StepRows, compute_advantages
-from gaca_train.oracle import OracleConfig, OracleEstimates, OracleTarget, estimate_advantages, pick_weights
+from gaca_train.oracle import OracleConfig, OracleEstimates, OracleTarget, estimate_advantages, pick_rows
 
 __all__ = [
     "OraclePass",
@@ -97,7 +97,7 @@ def quality(estimate: Any, a_star: Any, variance: Any, weight: Any = None) -> di
         estimate: [K] the estimator's advantages.
         a_star: [K] the oracle's A*hat.
         variance: [K] the unbiased variance of each A*hat (0 for an exact A*).
-        weight: [K] each row's weight in the means (:func:`~gaca_train.oracle.pick_weights`: the batch's rows it
+        weight: [K] each row's weight in the means (:func:`~gaca_train.oracle.pick_rows`: the batch's rows it
             stands for); None: equal weights. Spearman ranks the rows unweighted, then correlates with the weights.
 
     Returns:
@@ -307,7 +307,7 @@ def oracle_rows(
         parent: the batch's per-row parents for branching trees (see ``compute_advantages``).
         at_branch: [R] bool per batch row, whether it is at a branch point (default: none).
         estimators: which estimators to compute.
-        pick_weight: per picked row, the batch rows it stands for (:func:`~gaca_train.oracle.pick_weights`).
+        pick_weight: per picked row, the batch rows it stands for (:func:`~gaca_train.oracle.pick_rows`).
     """
     cfg = EstimatorConfig(**(config or EstimatorConfig()).to_kwargs())
     idx = torch.as_tensor(picked, dtype=torch.int64)
@@ -423,9 +423,9 @@ def run_oracle_pass(
     weights: dict[int, float] = {}
     if prefer is not None:  # the preferred rows and the others are two strata, each weighted by its own cells
         wanted = [e and p for e, p in zip(eligible, prefer, strict=True)]
-        weights = pick_weights(nll, step, n // 2, rng, eligible=wanted, step_bins=oracle.step_bins)
+        weights = pick_rows(nll, step, n // 2, rng, eligible=wanted, step_bins=oracle.step_bins)
         eligible = [e and not w for e, w in zip(eligible, wanted, strict=True)]
-    weights.update(pick_weights(nll, step, n - len(weights), rng, eligible=eligible, step_bins=oracle.step_bins))
+    weights.update(pick_rows(nll, step, n - len(weights), rng, eligible=eligible, step_bins=oracle.step_bins))
     picked = sorted(weights)
     targets = [OracleTarget.from_transition(k, transitions[k], histories[transitions[k].env_index]) for k in picked]
     cfg = EstimatorConfig(**options.to_kwargs())

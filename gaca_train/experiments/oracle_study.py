@@ -39,7 +39,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 from gaca_train.cli_utils import parse_seeds
 from gaca_train.experiments.oracle_report import REPORTS
-from gaca_train.experiments.study import DIAGNOSTIC_ENV, run_tabular_job
+from gaca_train.experiments.study import run_tabular_job, tabular_base
 
 STUDIES = ("estimators", "alignment", "branching", "alfworld")
 # The alignment family: chains of 8 stages with one fork and one distractor at every stage (a wasted step
@@ -58,14 +58,9 @@ LR_SCALES = (0.77, 1.0, 1.3)
 
 
 def _base(args: argparse.Namespace) -> dict:
+    """The diagnostic study's run settings (same env, pool, batch and learning rate) with the oracle's budget."""
     return {
-        "env_kwargs": DIAGNOSTIC_ENV,
-        "task_pool": args.task_pool,
-        "iterations": args.iterations,
-        "tasks_per_iteration": 8,
-        "rollouts_per_task": 8,
-        "lr": args.lr,
-        "eval_every": args.eval_every,
+        **tabular_base(args),
         "oracle_every": args.oracle_every,
         "oracle_rows": args.oracle_rows,
         "oracle_continuations": args.oracle_continuations,

@@ -162,7 +162,7 @@ def finished_result(job: dict) -> dict | None:
     return result if saved == current_spelling(json.loads(json.dumps({k: job[k] for k in same}))) else None
 
 
-def _tabular_base(args: argparse.Namespace) -> dict:
+def tabular_base(args: argparse.Namespace) -> dict:
     """The :class:`~gaca_train.tabular.StudyConfig` fields every tabular run of the study shares."""
     return {
         "env_kwargs": DIAGNOSTIC_ENV,
@@ -177,7 +177,7 @@ def _tabular_base(args: argparse.Namespace) -> dict:
 
 def tabular_jobs(args: argparse.Namespace) -> list[dict]:
     """One job per estimator (and sweep point) x seed, each a tabular run on :data:`DIAGNOSTIC_ENV`."""
-    base = _tabular_base(args)
+    base = tabular_base(args)
     jobs = []
     for seed in args.seeds:
         for label, (estimator, options) in ESTIMATOR_RUNS.items():
@@ -200,7 +200,7 @@ def branching_jobs(args: argparse.Namespace) -> list[dict]:
     budget, so their env steps per iteration stay near the independent runs' (the report gives both).
     """
     base = {
-        **_tabular_base(args),
+        **tabular_base(args),
         "branch_roots": args.branch_roots,
         "branch_points": args.branch_points,
         "branch_budget": "env_steps",

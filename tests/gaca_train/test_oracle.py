@@ -11,7 +11,7 @@ import torch
 
 import gaca_envs  # noqa: F401  (registers the env ids)
 from gaca_train.episodes import BaselinePolicy, Decision, EnvList, play
-from gaca_train.oracle import ForcedFirst, OracleConfig, OracleTarget, estimate_advantages, pick_rows, pick_weights
+from gaca_train.oracle import ForcedFirst, OracleConfig, OracleTarget, estimate_advantages, pick_rows
 from gaca_train.oracle_exact import ExactValues
 from gaca_train.tabular import StudyConfig, TabularSoftmaxPolicy, train_tabular
 from gaca_train.trainer import GACATrainer
@@ -26,16 +26,16 @@ def test_picks_cover_every_nll_decile_and_step_bin_and_repeat_with_the_seed():
     nll = [rng.random() for _ in range(400)]
     step = [i % 20 for i in range(400)]
     eligible = [i % 7 != 0 for i in range(400)]
-    picked = pick_rows(nll, step, 40, random.Random(1), eligible=eligible)
+    picked = list(pick_rows(nll, step, 40, random.Random(1), eligible=eligible))
     assert len(picked) == 40 and len(set(picked)) == 40 and all(eligible[i] for i in picked)
-    assert picked == pick_rows(nll, step, 40, random.Random(1), eligible=eligible)
+    assert picked == list(pick_rows(nll, step, 40, random.Random(1), eligible=eligible)) == sorted(picked)
     rows = [i for i in range(400) if eligible[i]]
     rank = {i: r for r, i in enumerate(sorted(rows, key=lambda i: nll[i]))}
     deciles = {rank[i] * 10 // len(rows) for i in picked}
     assert deciles == set(range(10))  # 40 picks over 40 cells: each decile at least once
     assert {step[i] // 5 for i in picked} == {0, 1, 2, 3}  # and each quarter of the steps
-    assert pick_rows(nll, step, 1000, random.Random(1), eligible=eligible) == rows  # more asked than there are
-    assert pick_rows(nll, step, 5, random.Random(1), eligible=[False] * 400) == []
+    assert list(pick_rows(nll, step, 1000, random.Random(1), eligible=eligible)) == rows  # more asked than there are
+    assert pick_rows(nll, step, 5, random.Random(1), eligible=[False] * 400) == {}
 
 
 def test_pick_weights_make_weighted_means_estimate_the_batch_mean():
@@ -46,8 +46,7 @@ def test_pick_weights_make_weighted_means_estimate_the_batch_mean():
     value = [float(i % 9 == 0) * 3.0 + i / 640 for i in range(640)]
     plain, weighted = [], []
     for draw in range(300):
-        w = pick_weights(nll, step, 32, random.Random(draw))
-        assert sorted(w) == pick_rows(nll, step, 32, random.Random(draw))
+        w = pick_rows(nll, step, 32, random.Random(draw))
         plain.append(sum(value[i] for i in w) / len(w))
         weighted.append(sum(value[i] * x for i, x in w.items()) / sum(w.values()))
     truth = sum(value) / len(value)
