@@ -5,7 +5,9 @@ An iteration's step rows (all ranks together) are shuffled and cut into mini-bat
 reshuffle and repeat this. Each rank holds the rows its own envs produced and never sends them
 elsewhere: a mini-batch is the set of global row indices, and each rank trains on its share. On
 each rank an update is accumulated over micro-batches packed under a token budget
-(``micro_batch_tokens``, counted as padded tokens: rows x (longest prompt + longest completion)).
+(``micro_batch_tokens``): in the padded layout counted as rows x (longest prompt + longest
+completion), in the packed layout (:mod:`gaca_train.packing`) as the positions of the rows' prefix
+tree, each shared prompt prefix once.
 
 World-size invariance: a row's global index orders rows by (episode, step), where episodes are
 numbered over the whole iteration as the single-process run numbers them, so the mini-batches
@@ -20,6 +22,8 @@ import math
 from collections.abc import Sequence
 
 import torch
+
+from gaca_train.packing import group_rows
 
 
 def plan_mini_batches(
@@ -65,38 +69,63 @@ def padded_tokens(lengths: Sequence[tuple[int, int]], rows: Sequence[int]) -> in
 
 
 def pack_micro_batches(
-    lengths: Sequence[tuple[int, int]], rows: Sequence[int], budget: int | None, min_count: int = 1
+    lengths: Sequence[tuple[int, int]],
+    rows: Sequence[int],
+    budget: int | None,
+    min_count: int = 1,
+    prompts: Sequence[Sequence[int]] | None = None,
+    pack_length: int | None = None,
 ) -> list[list[int]]:
-    """Packs ``rows`` into micro-batches whose padded size stays within ``budget`` tokens.
+    """Packs ``rows`` into micro-batches whose computed size stays within ``budget`` tokens.
 
-    Rows are sorted by length (longest first) so that rows of similar length share a micro-batch
-    and padding stays small; a micro-batch is closed when the next row would take it over budget.
-    A single row over budget runs alone. Micro-batches are then split (the most rows first) until
-    there are ``min_count`` of them, as far as the rows allow: ranks agree on a common count (a
-    sharded model's forward is a collective), and a rank with fewer rows gets empty ones.
+    Padded layout (``prompts`` None): rows are sorted by length (longest first) so that rows of similar
+    length share a micro-batch and padding stays small; a micro-batch's size is its padded tokens.
+    Packed layout (``prompts`` given, per row its prompt tokens): rows are grouped into sequences of
+    prefix trees (:func:`gaca_train.packing.group_rows`, at most ``pack_length`` positions each), a
+    micro-batch takes consecutive sequences, and its size is its sequences x the longest one's positions,
+    what the stacked sequences compute. A micro-batch is closed when the next row (tree) would take it over budget;
+    a single one over budget runs alone. Micro-batches are then split (the most rows first) until there
+    are ``min_count`` of them, as far as the rows allow: ranks agree on a common count (a sharded model's
+    forward is a collective), and a rank with fewer rows gets empty ones.
 
     Args:
         lengths: per local row, (prompt tokens, completion tokens).
         rows: the local rows to pack (indices into ``lengths``).
-        budget: most padded tokens per micro-batch (None: no limit, one micro-batch).
+        budget: most computed tokens per micro-batch (None: no limit, one micro-batch).
         min_count: the number of micro-batches to reach.
+        prompts: per local row, its prompt tokens (the packed layout), or None (the padded layout).
+        pack_length: the packed layout's most positions per sequence (:func:`gaca_train.packing.pack_rows`).
 
     Returns:
         ``max(min_count, needed)`` lists of row indices; some may be empty if ``rows`` is short.
     """
-    order = sorted(rows, key=lambda i: (lengths[i][0] + lengths[i][1], i), reverse=True)
+    if prompts is None:
+        order = sorted(rows, key=lambda i: (lengths[i][0] + lengths[i][1], i), reverse=True)
+        units = [([row], padded_tokens(lengths, [row])) for row in order]
+    else:
+        local = list(rows)
+        trees = group_rows([(prompts[i], range(lengths[i][1])) for i in local], pack_length)
+        # In tree order: a micro-batch of whole consecutive sequences is regrouped by pack_rows into the same ones.
+        units = [([local[j] for j in members], size) for members, size in trees]
     bins: list[list[int]] = []
-    for row in order:
-        if bins and (budget is None or padded_tokens(lengths, [*bins[-1], row]) <= budget):
-            bins[-1].append(row)
+    count = largest = 0  # of the open micro-batch: its units and the size of its largest
+    for members, size in units:
+        if prompts is None:
+            fits = bool(bins) and (budget is None or padded_tokens(lengths, [*bins[-1], *members]) <= budget)
+        else:  # the stacked sequences: count x longest
+            fits = bool(bins) and (budget is None or (count + 1) * max(largest, size) <= budget)
+        if fits:
+            bins[-1] += members
+            count, largest = count + 1, max(largest, size)
         else:
-            bins.append([row])
+            bins.append(list(members))
+            count, largest = 1, size
     while len(bins) < min_count:
-        largest = max(range(len(bins)), key=lambda b: len(bins[b])) if bins else None
-        if largest is None or len(bins[largest]) < 2:
+        largest_bin = max(range(len(bins)), key=lambda b: len(bins[b])) if bins else None
+        if largest_bin is None or len(bins[largest_bin]) < 2:
             bins.append([])
             continue
-        rows_in = bins.pop(largest)
+        rows_in = bins.pop(largest_bin)
         half = len(rows_in) // 2
         bins += [rows_in[:half], rows_in[half:]]
     return bins

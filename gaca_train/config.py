@@ -24,6 +24,7 @@ _CHOICES: dict[str, tuple[Any, ...]] = {
     "vector_env": ("async", "sync"),
     "format_check": ("strict", "verl-agent"),
     "old_logps": ("recompute", "rollout"),
+    "update_layout": ("packed", "padded"),
     "action_list_style": tuple(ACTION_LIST_STYLES),
 }
 
@@ -105,8 +106,26 @@ class GACAConfig(GRPOConfig, EstimatorConfig):
     micro_batch_tokens: int | None = field(
         default=None,
         metadata={
-            "help": "Most padded tokens (rows x (longest prompt + longest completion)) per micro-batch on one device, "
-            "like verl's ppo_max_token_len_per_gpu; a single row over budget runs alone. None: no limit."
+            "help": "Most computed tokens per micro-batch on one device, like verl's ppo_max_token_len_per_gpu: in "
+            "the packed layout the positions of the rows' prefix tree (each shared prompt prefix once), in the padded "
+            "layout rows x (longest prompt + longest completion); a single row over budget runs alone. None: no limit."
+        },
+    )
+    update_layout: str = field(
+        default="packed",
+        metadata={
+            "help": "How the update's forward passes (loss, old and reference log-probs) lay rows out: `packed` (no "
+            "padding; a prompt prefix that rows of a micro-batch share is computed once, with tree attention through "
+            "a 4D mask; the same log-probs and gradients up to rounding; SDPA or eager attention, other attention "
+            "implementations run `padded`) or `padded` (TRL's layout: left-padded prompts, right-padded completions)."
+        },
+    )
+    pack_length: int | None = field(
+        default=None,
+        metadata={
+            "help": "Most positions of one packed sequence: a micro-batch's prefix trees are cut into sequences of "
+            "this length, stacked (dense attention costs a sequence's length squared). None: 512, or the longest row "
+            "if longer."
         },
     )
     ppo_epochs: int = field(default=1, metadata={"help": "Passes over an iteration's rows (one reshuffle each)."})
@@ -358,6 +377,7 @@ class GACAConfig(GRPOConfig, EstimatorConfig):
             "rollout_batch_size",
             "mini_batch_rows",
             "micro_batch_tokens",
+            "pack_length",
             "max_prompt_length",
             "eval_max_tasks",
         ):

@@ -25,9 +25,10 @@ from trl.trainer.utils import pad, use_adapter
 import gaca_envs  # noqa: F401  (registers the GACA env ids)
 from gaca_envs.task_env import split_task_ids
 from gaca_train.advantages import compute_advantages
-from gaca_train.batching import pack_micro_batches, padded_tokens, plan_mini_batches
+from gaca_train.batching import pack_micro_batches, plan_mini_batches
 from gaca_train.config import GACAConfig
 from gaca_train.oracle_metrics import OraclePass, run_oracle_pass
+from gaca_train.packing import MASKED_ATTENTION, pack_rows, packed_logps, unpad_rows
 from gaca_train.precision import check_update_precision
 from gaca_train.rollout import (
     LLMPolicy,
@@ -195,7 +196,7 @@ class GACATrainer(GRPOTrainer):
       iterations). The iteration's rows over all ranks are shuffled and cut into mini-batches of
       ``mini_batch_rows`` rows (:func:`gaca_train.batching.plan_mini_batches`); each mini-batch is
       one optimiser update, accumulated on each device over micro-batches of at most
-      ``micro_batch_tokens`` padded tokens. Rows stay on the rank that played them; the ranks agree
+      ``micro_batch_tokens`` computed tokens. Rows stay on the rank that played them; the ranks agree
       on the number of micro-batches of each update (a rank short of rows runs an empty one with a
       zero loss mask), as sharded models need. The loss of an update is TRL's loss of the whole
       mini-batch: ``current_gradient_accumulation_steps`` is set per micro-batch so that TRL's own
@@ -203,6 +204,9 @@ class GACATrainer(GRPOTrainer):
       row mean for ``grpo``/``dr_grpo``/``sapo``/``luspo``), whatever the packing or the world size.
       The updates before the last step the optimiser here; the last is left to TRL's loop, so the
       scheduler, logging and checkpoints advance once per iteration, as in verl-agent.
+    * ``_get_per_token_logps_and_entropies`` runs the update's forward passes (loss, old and reference
+      log-probs) in the packed layout (``update_layout``, :mod:`gaca_train.packing`): no padding, each
+      prompt prefix that rows of a micro-batch share computed once, the same values up to rounding.
     * ``__init__`` refuses, before any rollout, a model whose stored weights an update at the
       learning rate could not move (:func:`gaca_train.precision.check_update_precision`) and a
       ``max_prompt_length`` below a task's first prompt.
@@ -261,6 +265,11 @@ class GACATrainer(GRPOTrainer):
         self._parse = functools.partial(parse_response, format_check=args.format_check, env_id=args.env_id)
         self._check_first_prompts(list(self.train_dataset["task_id"]))
         self._pools: dict[tuple, RolloutPool] = {}
+        # The packed layout runs where the attention takes a 4D mask (SDPA, eager); elsewhere the padded one.
+        self._packed = args.update_layout == "packed" and _attention(self.model) in MASKED_ATTENTION
+        self._pack_length = args.pack_length or 512
+        # Per iteration: the update's forward passes' row tokens (prompt + scored completion) and positions run.
+        self._row_tokens = self._computed_tokens = 0
         self.last_rollout: RolloutResult | None = None
         self.last_oracle: OraclePass | None = None
         # TRL sizes its completion tables to one row per episode; here an iteration has up to
@@ -439,13 +448,13 @@ class GACATrainer(GRPOTrainer):
         vllm_ratio = self.use_vllm and self.vllm_importance_sampling_correction
         self._add_policy_logps(iteration, need_old=len(plan) > 1 or vllm_ratio)
         end = iteration.offset + len(iteration.steps)
-        losses, micro_batches, tokens = [], [], 0
+        losses, micro_batches = [], []
+        self._row_tokens = self._computed_tokens = 0
         for u, global_rows in enumerate(plan):
             local = [g - iteration.offset for g in global_rows if iteration.offset <= g < end]
-            loss, count, update_tokens = self._update(model, iteration, local)
+            loss, count = self._update(model, iteration, local)
             losses.append(loss)
             micro_batches.append(count)
-            tokens += update_tokens
             if u < len(plan) - 1:
                 self._optimizer_step(model)
         seconds = time.perf_counter() - tic
@@ -453,17 +462,20 @@ class GACATrainer(GRPOTrainer):
             {
                 "train/updates": float(len(plan)),
                 "train/micro_batches": sum(micro_batches) / len(micro_batches),
+                # Tokens of the forward passes: each row in full (prompt + completion) per pass, and what ran.
+                "train/row_tokens": float(self._row_tokens),
+                "train/computed_tokens": float(self._computed_tokens),
                 "time/update": seconds,
                 "throughput/update_rows_per_s": len(iteration.steps) * self.args.ppo_epochs / max(seconds, 1e-9),
-                "throughput/update_tokens_per_s": tokens / max(seconds, 1e-9),
+                "throughput/update_tokens_per_s": self._computed_tokens / max(seconds, 1e-9),
             },
             "train",
         )
         self._step += 1
         return torch.stack(losses).mean()
 
-    def _update(self, model: Any, iteration: IterationRows, local: list[int]) -> tuple[torch.Tensor, int, int]:
-        """Backward passes of one update over this rank's ``local`` rows; returns (loss, micro-batches, tokens).
+    def _update(self, model: Any, iteration: IterationRows, local: list[int]) -> tuple[torch.Tensor, int]:
+        """Backward passes of one update over this rank's ``local`` rows; returns (loss, micro-batches).
 
         The loss of each micro-batch is TRL's, with ``current_gradient_accumulation_steps`` chosen so that
         the sum over micro-batches and ranks (DDP averages over ranks) is the mini-batch's loss.
@@ -475,11 +487,9 @@ class GACATrainer(GRPOTrainer):
         bins = self._synced_bins(iteration, local)
         row_mean = self.loss_type in _ROW_MEAN_LOSSES
         total = torch.zeros((), device=device)
-        padded = 0
         for k, rows in enumerate(bins):
             last = k == len(bins) - 1
             batch = self._batch(iteration, rows or [0], real=bool(rows))
-            padded += padded_tokens(iteration.lengths, rows)
             tokens_mb = float(batch["completion_mask"].sum())
             empty = tokens_u == 0 or (not row_mean and tokens_mb == 0) or not rows
             if empty:
@@ -499,16 +509,54 @@ class GACATrainer(GRPOTrainer):
                 deepspeed = self.accelerator.distributed_type == DistributedType.DEEPSPEED
                 self.accelerator.backward(loss, **({"scale_wrt_gas": False} if deepspeed else {}))
             total = total + loss.detach()
-        return total, len(bins), padded
+        return total, len(bins)
 
     def _synced_bins(self, iteration: IterationRows, local: list[int]) -> list[list[int]]:
         """Token-budgeted micro-batches of ``local`` rows, as many on every rank."""
         budget = self.args.micro_batch_tokens
-        bins = pack_micro_batches(iteration.lengths, local, budget)
+        prompts = [s.prompt_ids for s in iteration.steps] if self._packed else None
+        bins = pack_micro_batches(iteration.lengths, local, budget, prompts=prompts, pack_length=self._pack_length)
         count = len(bins)
         if self.accelerator.num_processes > 1:
             count = int(self.accelerator.reduce(torch.tensor(count, device=self.accelerator.device), "max").item())
-        return pack_micro_batches(iteration.lengths, local, budget, min_count=max(count, 1))
+        return pack_micro_batches(iteration.lengths, local, budget, max(count, 1), prompts, self._pack_length)
+
+    def _get_per_token_logps_and_entropies(
+        self,
+        model: Any,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        logits_to_keep: int,
+        batch_size: int | None = None,
+        compute_entropy: bool = False,
+        compute_aux_loss: bool = False,
+        **extra: Any,
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """TRL's per-token log-probs, in the packed layout where it applies (``update_layout``).
+
+        Takes and returns TRL's padded tensors, so the loss, the KL term and the metrics are TRL's own. The
+        packed layout (:mod:`gaca_train.packing`) computes the same values without padding and with shared
+        prompt prefixes once; the padded one (TRL's) runs for multimodal inputs, MoE auxiliary losses, other
+        attention implementations, and inputs not in TRL's layout.
+        """
+        self._row_tokens += int(attention_mask.sum())
+        rows = None
+        multimodal = any(value is not None for value in extra.values())
+        if self._packed and not multimodal and not compute_aux_loss and _attention(model) in MASKED_ATTENTION:
+            rows = unpad_rows(input_ids, attention_mask, logits_to_keep)
+        if rows is None:
+            self._computed_tokens += input_ids.numel()
+            return super()._get_per_token_logps_and_entropies(
+                model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss,
+                **extra,
+            )  # fmt: skip
+        packed = pack_rows(rows, self._pack_length, self._tokenizer.pad_token_id or 0)
+        self._computed_tokens += packed.computed
+        with self.accelerator.autocast():
+            logps, entropies = packed_logps(
+                model, packed, (input_ids.size(0), logits_to_keep), _attention(model), compute_entropy
+            )
+        return logps, entropies, None
 
     @contextmanager
     def _ragged_gather(self):
@@ -854,6 +902,12 @@ class GACATrainer(GRPOTrainer):
         gathered = self.accelerator.gather(values.unsqueeze(0)).view(-1, len(names))
         for name, value in zip(names, torch.nanmean(gathered, dim=0).tolist(), strict=True):
             self._metrics[mode][name].append(value)
+
+
+def _attention(model: Any) -> str | None:
+    """The attention implementation of a (possibly wrapped: DDP, PEFT) model."""
+    inner = getattr(model, "module", model)
+    return getattr(getattr(inner, "config", None), "_attn_implementation", None)
 
 
 def _check_groups(task_ids: list[str], group_size: int) -> None:

@@ -1,9 +1,10 @@
 """One process of the world-size test (``test_updates.py``): a scripted run, 1 or 2 ranks (torchrun).
 
 Trains the tiny model for 2 iterations of 2 tasks x 2 rollouts with 5-row mini-batches and a small
-token budget, with SGD (a plain sum of gradients: no Adam normalisation to amplify float noise), and
-writes ``{out}/result.json`` from rank 0: the logged losses and updates, the final parameters, and the
-metrics of a validation (each rank plays its share of the eval episodes; the metrics are gathered).
+token budget, in the update layout of the optional second argument (default packed), with SGD (a plain
+sum of gradients: no Adam normalisation to amplify float noise), and writes ``{out}/result.json`` from
+rank 0: the logged losses and updates, the final parameters, and the metrics of a validation (each rank
+plays its share of the eval episodes; the metrics are gathered).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import torch
 from tests.gaca_train.tiny_setup import scripted_trainer_class, tiny_config, tiny_model_and_tokenizer
 
 
-def main(out: Path) -> None:
+def main(out: Path, layout: str = "packed") -> None:
     model, tokenizer = tiny_model_and_tokenizer(seed=0)
     args = tiny_config(
         out,
@@ -31,6 +32,7 @@ def main(out: Path) -> None:
         max_grad_norm=0.0,
         eval_splits=["valid"],
         eval_rollouts_per_task=3,
+        update_layout=layout,
     )
     trainer = scripted_trainer_class()(model=model, args=args, processing_class=tokenizer)
     trainer.train()
@@ -62,4 +64,4 @@ if __name__ == "__main__":
     # A rank that hangs (a rendezvous or a collective that never completes) prints every thread's stack
     # and exits, well before the test's own time limit, so the failure says where it stopped.
     faulthandler.dump_traceback_later(240, exit=True)
-    main(Path(sys.argv[1]))
+    main(Path(sys.argv[1]), *sys.argv[2:])

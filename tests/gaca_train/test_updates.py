@@ -17,6 +17,7 @@ import torch
 
 from gaca_train.advantages import compute_advantages
 from gaca_train.batching import num_updates, pack_micro_batches, padded_tokens, plan_mini_batches
+from gaca_train.packing import packed_tokens
 from tests.gaca_train.tiny_setup import (
     scripted_generate,
     scripted_trainer_class,
@@ -65,33 +66,41 @@ def _played(tmp_path, model=None, tokenizer=None, **overrides):
     return trainer, iteration
 
 
-def _gradient(trainer, iteration, budget):
+def _gradient(trainer, iteration, budget, layout="packed"):
     trainer.model.zero_grad()
     trainer.args.micro_batch_tokens = budget
-    _, count, _ = trainer._update(trainer.model, iteration, list(range(len(iteration.steps))))
+    trainer._packed = layout == "packed"
+    _, count = trainer._update(trainer.model, iteration, list(range(len(iteration.steps))))
     return count, {n: p.grad.clone() for n, p in trainer.model.named_parameters() if p.grad is not None}
 
 
+@pytest.mark.parametrize("layout", ["packed", "padded"])
 @pytest.mark.parametrize("loss_type", ["dapo", "bnpo", "grpo", "dr_grpo"])
-def test_one_mini_batch_gradient_equals_the_sum_over_its_micro_batches(tmp_path, loss_type):
+def test_one_mini_batch_gradient_equals_the_sum_over_its_micro_batches(tmp_path, loss_type, layout):
     trainer, iteration = _played(tmp_path, loss_type=loss_type)
     assert any(a != 0 for a in iteration.advantage)
     longest = max(p + c for p, c in iteration.lengths)
-    whole_count, whole = _gradient(trainer, iteration, None)
-    split_count, split = _gradient(trainer, iteration, 3 * longest)
+    budget = 3 * longest if layout == "padded" else 2 * longest
+    trainer._pack_length = longest  # packed: sequences of about a row and a few tails that share its prompt
+    whole_count, whole = _gradient(trainer, iteration, None, layout)
+    split_count, split = _gradient(trainer, iteration, budget, layout)
     assert whole_count == 1 and split_count >= 4
     for name, grad in whole.items():
         torch.testing.assert_close(split[name], grad, atol=1e-6, rtol=1e-5, msg=name)
     assert any(g.abs().sum() > 0 for g in whole.values())
-    # No micro-batch over the budget.
-    for rows in trainer._synced_bins(iteration, list(range(len(iteration.steps)))):
-        assert padded_tokens(iteration.lengths, rows) <= 3 * longest
+    # No micro-batch over the budget, counted as the layout computes it.
+    steps = iteration.steps
+    for rows in trainer._synced_bins(iteration, list(range(len(steps)))):
+        if layout == "padded":
+            assert padded_tokens(iteration.lengths, rows) <= budget
+        else:
+            assert packed_tokens([(steps[i].prompt_ids, steps[i].completion_ids) for i in rows]) <= budget
 
 
 def test_an_empty_micro_batch_carries_no_gradient(tmp_path):
     trainer, iteration = _played(tmp_path)
     trainer.model.zero_grad()
-    loss, count, _ = trainer._update(trainer.model, iteration, [])  # a rank with no rows in this update
+    loss, count = trainer._update(trainer.model, iteration, [])  # a rank with no rows in this update
     assert count == 1 and loss.item() == 0.0
     assert all(p.grad is None or p.grad.abs().sum() == 0 for p in trainer.model.parameters())
 
@@ -111,15 +120,15 @@ def test_an_iteration_makes_one_update_per_mini_batch(tmp_path):
 
 @pytest.mark.slow
 def test_two_ranks_and_one_take_the_same_updates_on_the_same_episodes(tmp_path):
-    def run(processes):
-        out = tmp_path / f"np{processes}"
+    def run(processes, layout="packed"):
+        out = tmp_path / f"np{processes}-{layout}"
         out.mkdir()
         with socket.socket() as probe:  # a free loopback port for the rendezvous
             probe.bind(("127.0.0.1", 0))
             port = str(probe.getsockname()[1])
         launch = ["-m", "torch.distributed.run", "--nproc_per_node", str(processes), "--master_addr", "127.0.0.1",
                   "--master_port", port] if processes > 1 else []  # fmt: skip
-        command = [sys.executable, *launch, "-m", "tests.gaca_train.schedule_worker", str(out)]
+        command = [sys.executable, *launch, "-m", "tests.gaca_train.schedule_worker", str(out), layout]
         # A session of its own: on a time-out the whole group goes (the launcher and every rank it started).
         launcher = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                     start_new_session=True)  # fmt: skip
@@ -132,8 +141,11 @@ def test_two_ranks_and_one_take_the_same_updates_on_the_same_episodes(tmp_path):
         assert launcher.returncode == 0, stderr[-3000:]
         return json.loads((out / "result.json").read_text())
 
-    one, two = run(1), run(2)
+    one, two, padded = run(1), run(2), run(1, "padded")
     assert (one["world_size"], two["world_size"]) == (1, 2)
+    # The packed layout (the default, both runs above) trains the same weights as the padded one.
+    assert one["losses"] == pytest.approx(padded["losses"], abs=2e-4) and one["updates"] == padded["updates"]
+    torch.testing.assert_close(torch.tensor(padded["params"]), torch.tensor(one["params"]), atol=1e-5, rtol=1e-4)
     assert one["rows"] == two["rows"] and one["updates"] == two["updates"]
     assert all(u > 1 for u in one["updates"])
     assert one["losses"] == pytest.approx(two["losses"], abs=2e-4)  # TRL logs losses rounded to 4 decimals
