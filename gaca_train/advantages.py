@@ -195,7 +195,9 @@ def _segment_mean_std(
     return mean, std, count
 
 
-def _normalise(values: torch.Tensor, mean: torch.Tensor, std: torch.Tensor, how: str, eps: float) -> torch.Tensor:
+def _normalise(
+    values: torch.Tensor, mean: torch.Tensor | float, std: torch.Tensor, how: str, eps: float
+) -> torch.Tensor:
     centred = values - mean
     return centred / (std + eps) if how == "mean_std" else centred
 
@@ -289,12 +291,16 @@ def _tree_parts(rows: StepRows, cfg: EstimatorConfig, tree: TrajectoryTree) -> _
     leaf_return = torch.zeros(n_leaves, dtype=_F64).index_add_(0, leaf, reward[row] - penalty[row])
     path_returns = discounted_returns(reward[row], leaf, rows.step[row], cfg.gamma)
     leaves_below = torch.bincount(row, minlength=n_rows).to(_F64)
-    episode_value = torch.zeros(n_rows, dtype=_F64).index_add_(0, row, leaf_return[leaf]) / leaves_below
     returns = torch.zeros(n_rows, dtype=_F64).index_add_(0, row, path_returns) / leaves_below - penalty
 
     leaf_group = torch.zeros(n_leaves, dtype=torch.int64).scatter_(0, tree.traj, group)
     mean, std, count = _segment_mean_std(leaf_return, leaf_group, n_groups)
-    episode_advantage = _normalise(episode_value, mean[group], std[group], cfg.episode_norm, cfg.eps)
+    # A row's episode value is the mean return of the leaves below it; averaged as offsets from the group's
+    # mean, so that a group whose leaves all return the same gets exactly 0 (not a rounding residue / eps).
+    centred = leaf_return - mean[leaf_group]
+    episode_centred = torch.zeros(n_rows, dtype=_F64).index_add_(0, row, centred[leaf]) / leaves_below
+    episode_value = episode_centred + mean[group]
+    episode_advantage = _normalise(episode_centred, 0.0, std[group], cfg.episode_norm, cfg.eps)
     episode_advantage = episode_advantage.masked_fill(count[group] < 2, 0.0)  # one leaf: A^E = 0
 
     step_advantage, has_step_signal, anchor_group = _step_part(returns, group, n_groups, rows.anchor, cfg)
