@@ -103,7 +103,7 @@ def pack_micro_batches(
         order = sorted(rows, key=lambda i: (lengths[i][0] + lengths[i][1], i), reverse=True)
         units = [([row], padded_tokens(lengths, [row])) for row in order]
     else:
-        local = list(rows)
+        local = sorted(rows)  # equal prompts in row order, whatever the order given: the same trees every pass
         trees = group_rows([(prompts[i], range(lengths[i][1])) for i in local], pack_length)
         # In tree order: a micro-batch of whole consecutive sequences is regrouped by pack_rows into the same ones.
         units = [([local[j] for j in members], size) for members, size in trees]

@@ -25,6 +25,7 @@ _CHOICES: dict[str, tuple[Any, ...]] = {
     "format_check": ("strict", "verl-agent"),
     "old_logps": ("recompute", "rollout"),
     "update_layout": ("packed", "padded"),
+    "hf_sampler": ("lean", "generate"),
     "action_list_style": tuple(ACTION_LIST_STYLES),
 }
 
@@ -109,6 +110,14 @@ class GACAConfig(GRPOConfig, EstimatorConfig):
             "help": "Most computed tokens per micro-batch on one device, like verl's ppo_max_token_len_per_gpu: in "
             "the packed layout the positions of the rows' prefix tree (each shared prompt prefix once), in the padded "
             "layout rows x (longest prompt + longest completion); a single row over budget runs alone. None: no limit."
+        },
+    )
+    hf_sampler: str = field(
+        default="lean",
+        metadata={
+            "help": "How rollouts sample without vLLM: `lean` (each distinct prompt prefilled once, prompts in length "
+            "buckets, finished rows out of the decode batch; generate's distribution and processors, other draws "
+            "for a seed; greedy, beam or static-cache configs fall back to generate) or `generate` (model.generate)."
         },
     )
     update_layout: str = field(

@@ -32,6 +32,7 @@ from typing import Any
 
 import torch
 from transformers import AttentionInterface
+from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 # Attention implementations that take a 4D mask as given (transformers' masking returns a 4D mask as-is).
 MASKED_ATTENTION = ("sdpa", "eager")
@@ -268,6 +269,28 @@ def tree_attention(
 
 
 @contextmanager
+def block_attention(model: Any):
+    """Runs an SDPA ``model``'s attention by query blocks (:func:`tree_attention`) in the ``with`` block.
+
+    Exact for any mask, so it may span a whole micro-batch: its backward pass too, where gradient
+    checkpointing recomputes the forward and must save the same tensors as the first time.
+    """
+    if attention_of(model) != "sdpa":
+        yield
+        return
+    with _attention_implementation(model, TREE_ATTENTION):
+        yield
+
+
+def attention_of(model: Any) -> str | None:
+    """The attention implementation of a (possibly wrapped: DDP, PEFT) model; SDPA by blocks counts as ``sdpa``."""
+    inner = getattr(model, "module", model)
+    inner = inner.get_base_model() if hasattr(inner, "get_base_model") else inner
+    name = getattr(getattr(inner, "config", None), "_attn_implementation", None)
+    return "sdpa" if name == TREE_ATTENTION else name
+
+
+@contextmanager
 def _attention_implementation(model: Any, name: str):
     """Sets the attention implementation of ``model`` (unwrapping DDP and PEFT) for the ``with`` block."""
     inner = getattr(model, "module", model)
@@ -304,8 +327,7 @@ def packed_logps(
     device = next(model.parameters()).device
     dtype = next(model.parameters()).dtype
     dtype = dtype if dtype.is_floating_point else torch.float32
-    blocks = _attention_implementation(model, TREE_ATTENTION) if implementation == "sdpa" else nullcontext()
-    with blocks:
+    with block_attention(model) if implementation == "sdpa" else nullcontext():
         outputs = model(
             input_ids=packed.input_ids.to(device),
             attention_mask=attention_for(packed, implementation, dtype).to(device),
@@ -324,3 +346,5 @@ def packed_logps(
 
 
 AttentionInterface.register(TREE_ATTENTION, tree_attention)
+# A model set to it builds SDPA's masks (padding, causal), so any forward in block_attention stays exact.
+AttentionMaskInterface.register(TREE_ATTENTION, sdpa_mask)

@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from gaca_train import sampling
 from gaca_train.advantages import StepRows
 from gaca_train.branching import Branching, play_tree
 from gaca_train.episodes import Decision, Episode, Transition, Turn, play
@@ -308,6 +309,12 @@ class RolloutResult:
             "rollout/env_invalid_rate": sum(not s.env_valid for s in self.steps) / n_steps,
             "rollout/steps": float(len(self.steps)),
             "rollout/response_length": sum(len(s.completion_ids) for s in self.steps) / n_steps,
+            # Per row, prompt + completion: the work of sampling it, or of one forward pass over it (FLOP counts).
+            "rollout/row_tokens": float(sum(len(s.prompt_ids) + len(s.completion_ids) for s in self.steps)),
+            "rollout/row_token_squares": float(
+                sum((len(s.prompt_ids) + len(s.completion_ids)) ** 2 for s in self.steps)
+            ),
+            "rollout/completion_tokens": float(sum(len(s.completion_ids) for s in self.steps)),
         }
         out.update({f"time/{k}": v for k, v in self.timings.items()})
         out.update({f"branch/{k}": v for k, v in (self.branching or {}).items()})
@@ -553,12 +560,17 @@ def generate_with_logprobs(
     generation_config: Any,
     temperature: float = 1.0,
     no_grad: bool = True,
+    sampler: str = "lean",
 ) -> tuple[list[list[int]], list[list[float]]]:
-    """Samples completions with ``model.generate`` and records each sampled token's log-prob.
+    """Samples completions and records each sampled token's log-prob.
 
     The log-prob is ``log_softmax(logits / temperature)`` of the token, from the raw logits of the
-    forward pass that produced it (as TRL scores tokens in its loss), captured by a forward hook:
-    one step's log-probs are held at a time, never the whole [batch, length, vocab] tensor.
+    forward pass that produced it (as TRL scores tokens in its loss). ``sampler="lean"`` samples with
+    :func:`gaca_train.sampling.sample_with_logprobs` (each distinct prompt prefilled once, in length
+    buckets, finished rows out of the decode batch; the same distribution as ``model.generate``,
+    other draws for a seed) where it applies; otherwise, and with ``sampler="generate"``, with
+    ``model.generate``, the log-probs captured by a forward hook: one step's log-probs are held at a
+    time, never the whole [batch, length, vocab] tensor.
 
     Args:
         model: a causal LM (already unwrapped for generation).
@@ -567,11 +579,23 @@ def generate_with_logprobs(
         eos_token_ids: ids that end a completion (kept as its last token).
         generation_config: a ``transformers.GenerationConfig`` (sampling settings).
         temperature: the sampling temperature, applied to the recorded log-probs.
-        no_grad: run under ``torch.no_grad()``.
+        no_grad: run under ``torch.no_grad()`` (the lean sampler always does).
+        sampler: ``lean`` or ``generate`` (see above).
 
     Returns:
         Per prompt, the completion token ids (up to and including the first EOS) and their log-probs.
     """
+    if sampler not in ("lean", "generate"):
+        raise ValueError(f"sampler must be 'lean' or 'generate', got {sampler!r}")
+    if sampler == "lean" and sampling.supports(model, generation_config):
+        return sampling.sample_with_logprobs(
+            model,
+            prompt_ids,
+            pad_token_id=pad_token_id,
+            eos_token_ids=eos_token_ids,
+            generation_config=generation_config,
+            temperature=temperature,
+        )
     device = next(model.parameters()).device
     input_ids, attention_mask = _left_pad(prompt_ids, pad_token_id)
     width = input_ids.shape[1]
@@ -598,6 +622,8 @@ def generate_with_logprobs(
     finally:
         handle.remove()
     completions = sequences[:, width:]
+    # The prefill of every padded row, then one position per row for each token fed back.
+    sampling.COMPUTED.total += input_ids.numel() + input_ids.shape[0] * max(completions.shape[1] - 1, 0)
     if completions.shape[1] and not recorded and "logp" not in pending:
         raise RuntimeError(
             f"no log-probs were recorded while {type(model).__name__}.generate ran: its forward pass was not the "

@@ -24,11 +24,20 @@ from trl.trainer.utils import pad, use_adapter
 
 import gaca_envs  # noqa: F401  (registers the GACA env ids)
 from gaca_envs.task_env import split_task_ids
+from gaca_train import sampling
 from gaca_train.advantages import compute_advantages
 from gaca_train.batching import pack_micro_batches, plan_mini_batches
 from gaca_train.config import GACAConfig
+from gaca_train.memory import DEFAULT_PACK_LENGTH
 from gaca_train.oracle_metrics import OraclePass, run_oracle_pass
-from gaca_train.packing import MASKED_ATTENTION, pack_rows, packed_logps, unpad_rows
+from gaca_train.packing import (
+    MASKED_ATTENTION,
+    attention_of,
+    block_attention,
+    pack_rows,
+    packed_logps,
+    unpad_rows,
+)
 from gaca_train.precision import check_update_precision
 from gaca_train.rollout import (
     LLMPolicy,
@@ -190,8 +199,9 @@ class GACATrainer(GRPOTrainer):
       agent step becomes one training row (prompt = that step's context, completion = the
       response). Advantages come from :func:`gaca_train.advantages.compute_advantages` with the
       config's estimator, broadcast over the completion tokens. Generation goes through the
-      trainer's model (log-probs recorded by a forward hook, so step NLLs need no extra pass) or
-      TRL's vLLM backend when ``use_vllm`` is set.
+      trainer's model (``hf_sampler``: :mod:`gaca_train.sampling` or ``model.generate``; log-probs
+      recorded while sampling, so step NLLs need no extra pass) or TRL's vLLM backend when
+      ``use_vllm`` is set.
     * ``training_step`` is overridden: one TRL step is one iteration (``global_step`` counts
       iterations). The iteration's rows over all ranks are shuffled and cut into mini-batches of
       ``mini_batch_rows`` rows (:func:`gaca_train.batching.plan_mini_batches`); each mini-batch is
@@ -266,8 +276,8 @@ class GACATrainer(GRPOTrainer):
         self._check_first_prompts(list(self.train_dataset["task_id"]))
         self._pools: dict[tuple, RolloutPool] = {}
         # The packed layout runs where the attention takes a 4D mask (SDPA, eager); elsewhere the padded one.
-        self._packed = args.update_layout == "packed" and _attention(self.model) in MASKED_ATTENTION
-        self._pack_length = args.pack_length or 512
+        self._packed = args.update_layout == "packed" and attention_of(self.model) in MASKED_ATTENTION
+        self._pack_length = args.pack_length or DEFAULT_PACK_LENGTH
         # Per iteration: the update's forward passes' row tokens (prompt + scored completion) and positions run.
         self._row_tokens = self._computed_tokens = 0
         self.last_rollout: RolloutResult | None = None
@@ -337,9 +347,10 @@ class GACATrainer(GRPOTrainer):
         mode = "train" if self.model.training else "eval"
         task_ids = [str(x["task_id"]) for x in inputs]
         _check_groups(task_ids, self.num_generations if mode == "train" else self.num_generations_eval)
-        tic = time.perf_counter()
+        tic, computed = time.perf_counter(), sampling.COMPUTED.total
         result = self._rollout(task_ids, mode)
         rollout_time = time.perf_counter() - tic
+        computed = sampling.COMPUTED.total - computed
         self.last_rollout = result
 
         tic = time.perf_counter()
@@ -356,6 +367,8 @@ class GACATrainer(GRPOTrainer):
         advantage_time = time.perf_counter() - tic
         iteration = self._iteration_rows(result, advantages.advantage)
         metrics = {**result.metrics(), **advantages.metrics, "time/rollout": rollout_time}
+        if not self.use_vllm:
+            metrics["rollout/computed_tokens"] = float(computed)
         if result.transitions is not None:  # an oracle iteration (oracle_every): A* of some rows, before the update
             metrics.update(self._oracle_metrics(result, rows, parent, len(task_ids)))
         metrics.update({"time/advantage": advantage_time, "train/rows": float(iteration.total)})
@@ -501,7 +514,9 @@ class GACATrainer(GRPOTrainer):
                 batch["num_items_in_batch"] = torch.tensor(tokens_mb * world, device=device)
             self.current_gradient_accumulation_steps = scale
             self.accelerator.gradient_state._set_sync_gradients(last)
-            with self._sync_context(model, last), self._ragged_gather():
+            # Packed: attention by query blocks through the backward pass too (checkpointing recomputes the forward).
+            blocks = block_attention(model) if self._packed else nullcontext()
+            with self._sync_context(model, last), self._ragged_gather(), blocks:
                 with self.compute_loss_context_manager():
                     loss = self.compute_loss(model, batch)
                 if empty:  # keeps the collective backward of an empty micro-batch, with no gradient
@@ -542,7 +557,7 @@ class GACATrainer(GRPOTrainer):
         self._row_tokens += int(attention_mask.sum())
         rows = None
         multimodal = any(value is not None for value in extra.values())
-        if self._packed and not multimodal and not compute_aux_loss and _attention(model) in MASKED_ATTENTION:
+        if self._packed and not multimodal and not compute_aux_loss and attention_of(model) in MASKED_ATTENTION:
             rows = unpad_rows(input_ids, attention_mask, logits_to_keep)
         if rows is None:
             self._computed_tokens += input_ids.numel()
@@ -554,7 +569,7 @@ class GACATrainer(GRPOTrainer):
         self._computed_tokens += packed.computed
         with self.accelerator.autocast():
             logps, entropies = packed_logps(
-                model, packed, (input_ids.size(0), logits_to_keep), _attention(model), compute_entropy
+                model, packed, (input_ids.size(0), logits_to_keep), attention_of(model), compute_entropy
             )
         return logps, entropies, None
 
@@ -871,6 +886,7 @@ class GACATrainer(GRPOTrainer):
                 eos_token_ids=self.eos_token_ids,
                 generation_config=self.generation_config,
                 temperature=self.temperature,
+                sampler=self.args.hf_sampler,
             )
 
         return generate_hf
@@ -902,12 +918,6 @@ class GACATrainer(GRPOTrainer):
         gathered = self.accelerator.gather(values.unsqueeze(0)).view(-1, len(names))
         for name, value in zip(names, torch.nanmean(gathered, dim=0).tolist(), strict=True):
             self._metrics[mode][name].append(value)
-
-
-def _attention(model: Any) -> str | None:
-    """The attention implementation of a (possibly wrapped: DDP, PEFT) model."""
-    inner = getattr(model, "module", model)
-    return getattr(getattr(inner, "config", None), "_attn_implementation", None)
 
 
 def _check_groups(task_ids: list[str], group_size: int) -> None:

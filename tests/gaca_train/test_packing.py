@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from gaca_train import packing
+from gaca_train.batching import pack_micro_batches
 from gaca_train.packing import pack_rows, packed_tokens, unpad_rows
 from gaca_train.tiny import save_tiny_model
 from tests.gaca_train.tiny_setup import scripted_trainer_class, tiny_config, tiny_model_and_tokenizer
@@ -186,3 +187,16 @@ def test_an_iteration_trains_the_same_weights_in_either_layout(tmp_path):
     # The packed run computed fewer positions for the same row tokens.
     assert packed_logs["train/row_tokens"] == padded_logs["train/row_tokens"]
     assert packed_logs["train/computed_tokens"] < padded_logs["train/computed_tokens"]
+
+
+def test_micro_batches_of_the_same_rows_are_the_same_trees_in_any_row_order():
+    # The loss pass gets a mini-batch's rows shuffled, the reference pass in order: equal prompts must land in
+    # the same trees in the same order, or the two passes' log-probs differ by rounding and the KL term of a
+    # policy equal to its reference (no advantage) moves the weights.
+    rows = _rows(4, n=30)
+    lengths = [(len(p), len(c)) for p, c in rows]
+    prompts = [p for p, _ in rows]
+    order = list(range(len(rows)))
+    shuffled = random.Random(0).sample(order, len(order))
+    kwargs = dict(budget=120, prompts=prompts, pack_length=60)
+    assert pack_micro_batches(lengths, shuffled, **kwargs) == pack_micro_batches(lengths, order, **kwargs)
