@@ -17,6 +17,10 @@ completion tokens, weights stored in ``w`` bytes (4: float32 master weights) and
   bytes under autocast). With gradient checkpointing one hidden state per layer, ``w x T x h x L``, plus
   one layer recomputed in full; without, every layer in full: ``c x T x (8h + 2k + 4I) x L`` (the inputs
   and outputs of the norms, projections and SwiGLU MLP);
+* ``packed_mask``: the packed update layout (``update_layout: packed``, the default) stacks sequences of at
+  most ``pack_length`` (``l``) positions with a boolean tree mask of ``T x l`` bytes; its micro-batch's
+  ``T`` counts the stacked sequences' tokens, and as rows that share a prompt hold it once, up to all
+  ``T`` of them can be completion tokens (``C = T``);
 * ``lm_head``: TRL 1.16 scores completion tokens with a chunked LM head that never materialises the
   ``C x V`` logits. Its peak is the backward pass: a ``min(C, 4096) x 32768`` tile and a ``32768 x h``
   weight slice in ``c`` bytes, and float32 gradients of the hidden states (``4 x C x h``) and of the head
@@ -127,6 +131,7 @@ def plan_memory(
     reference_model: bool = False,
     vllm_gb: float = 0.0,
     vllm_cuda_graphs_gb: float = 0.0,
+    pack_length: int | None = None,
 ) -> dict[str, float]:
     """Peak memory of one device in GiB, by part (see the module docstring for each formula).
 
@@ -143,10 +148,11 @@ def plan_memory(
         reference_model: TRL keeps a KL reference copy of the model (``beta`` > 0 without LoRA).
         vllm_gb: memory a colocated vLLM engine holds during the update phase.
         vllm_cuda_graphs_gb: vLLM's CUDA-graph pool, kept even while the engine sleeps.
+        pack_length: the packed layout's longest sequence (None: the padded layout, no tree mask).
 
     Returns:
         GiB per part (``weights``, ``autocast_copy``, ``gradients``, ``optimizer``, ``reference_model``,
-        ``activations``, ``lm_head``, ``vllm``, ``vllm_cuda_graphs``) and their ``total``.
+        ``activations``, ``packed_mask``, ``lm_head``, ``vllm``, ``vllm_cuda_graphs``) and their ``total``.
     """
     h, layers, vocab = arch.hidden_size, arch.num_layers, arch.vocab_size
     params = arch.num_parameters
@@ -185,6 +191,7 @@ def plan_memory(
         "optimizer": optimizer / GB,
         "reference_model": reference / GB,
         "activations": activations / GB,
+        "packed_mask": (tokens * pack_length if pack_length else 0) / GB,
         "lm_head": lm_head / GB,
         "vllm": vllm_gb,
         "vllm_cuda_graphs": vllm_cuda_graphs_gb,
@@ -205,7 +212,11 @@ CONFIG_DEFAULTS: dict[str, Any] = {
     "vllm_enable_sleep_mode": False,
     "use_peft": False,
     "lora_r": 16,
+    "update_layout": "packed",
+    "pack_length": None,
 }
+# The packed layout's sequence length when pack_length is None (GACATrainer's).
+DEFAULT_PACK_LENGTH = 512
 _BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
@@ -232,8 +243,10 @@ def plan_for_fields(
 ) -> dict[str, float]:
     """GiB per part for a training YAML's fields (GACAConfig + ModelConfig), as :func:`plan_memory` returns.
 
-    The largest micro-batch holds ``micro_batch_tokens`` padded tokens; the most completion tokens among
-    them come from rows of the shortest prompt (``min_prompt_tokens``) and a full ``max_completion_length``.
+    The largest micro-batch holds ``micro_batch_tokens`` computed tokens. In the padded layout the most
+    completion tokens among them come from rows of the shortest prompt (``min_prompt_tokens``) and a full
+    ``max_completion_length``; in the packed layout (the default) rows that share a prompt hold it once, so
+    up to all of them.
 
     Args:
         fields: the YAML's settings; missing ones take GACAConfig's defaults (:data:`CONFIG_DEFAULTS`).
@@ -253,6 +266,7 @@ def plan_for_fields(
         raise ValueError("the config has no micro_batch_tokens: its micro-batches are unbounded; set one")
     completion = int(get("max_completion_length"))
     rows = max(1, budget // (min_prompt_tokens + completion))
+    packed = get("update_layout") == "packed"
     weight_bytes = storage_bytes(fields.get("dtype"))
     compute_bytes = 2 if fields.get("bf16") or fields.get("fp16") else weight_bytes
     lora_rank = lora_rank or (int(get("lora_r")) if get("use_peft") else None)
@@ -261,7 +275,8 @@ def plan_for_fields(
     return plan_memory(
         arch,
         micro_batch_tokens=budget,
-        completion_tokens=min(budget, rows * completion),
+        completion_tokens=budget if packed else min(budget, rows * completion),
+        pack_length=(get("pack_length") or DEFAULT_PACK_LENGTH) if packed else None,
         gradient_checkpointing=bool(get("gradient_checkpointing")),
         weight_bytes=weight_bytes,
         compute_bytes=compute_bytes,

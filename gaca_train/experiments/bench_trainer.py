@@ -25,8 +25,19 @@ pass / (N x iteration + pass).
 With ``--branching nll`` the rollouts branch (:mod:`gaca_train.branching`) and the snapshots' save and
 restore time (part of env) is reported as a share of the iteration, with their number and size.
 
-Also the update phase's rows/s and padded tokens/s, and the process's peak resident memory. The
-target of issue 6 is env + advantage + other under 10% of the iteration.
+Also the update phase's rows/s, the tokens the rows hold and the tokens the passes computed
+(``rollout/row_tokens``, ``rollout/computed_tokens``, ``train/row_tokens``, ``train/computed_tokens``),
+the FLOP/s of generation, update and the whole iteration against a float32 matmul peak measured in the
+same run (:mod:`gaca_train.flops`: each row's own work, so layouts compare on equal FLOPs), and the
+process's peak resident memory. The target of issue 6 is env + advantage + other under 10% of the
+iteration.
+
+With ``--compare`` each repeat also times the layout and sampler of before the packed update (``update_layout:
+padded``, ``hf_sampler: generate``), alternating with the current defaults, and prints the medians and
+their ratio::
+
+    python scripts/bench_trainer.py --config configs/quickstart_cpu_alfworld.yaml --model <warm start> \
+        --env-kwargs '{"data_path": "<games>"}' --compare --repeats 3
 """
 
 from __future__ import annotations
@@ -44,6 +55,7 @@ from transformers import TrainerCallback
 
 from gaca_train.config import GACAConfig
 from gaca_train.episodes import BaselinePolicy, EnvList, play
+from gaca_train.flops import ModelShape, forward_flops, matmul_peak
 from gaca_train.rollout import prompt_templates
 from gaca_train.tiny import build_tiny_model, build_tokenizer, cpu_run_defaults, torch_threads
 from gaca_train.trainer import GACATrainer
@@ -75,7 +87,13 @@ def _corpus(env_kwargs: dict[str, Any]) -> list[str]:
     return texts
 
 
-def _from_config(args: argparse.Namespace, micro_batch_tokens: int | None, out: str) -> tuple[Any, Any, GACAConfig]:
+# What the trainer ran before the packed update layout and the lean sampler (--compare).
+BEFORE = {"update_layout": "padded", "hf_sampler": "generate"}
+
+
+def _from_config(
+    args: argparse.Namespace, micro_batch_tokens: int | None, out: str, overrides: dict[str, Any]
+) -> tuple[Any, Any, GACAConfig]:
     """Model, tokenizer and GACAConfig of a training YAML (``--config``), run for the bench's iterations."""
     import yaml
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -100,23 +118,25 @@ def _from_config(args: argparse.Namespace, micro_batch_tokens: int | None, out: 
     if args.oracle_every:
         fields.update(oracle_every=args.oracle_every, oracle_rows=args.oracle_rows,
                       oracle_continuations=args.oracle_continuations)  # fmt: skip
+    fields.update(overrides)
     tokenizer = AutoTokenizer.from_pretrained(model_path, padding_side="left")
     return AutoModelForCausalLM.from_pretrained(model_path), tokenizer, GACAConfig(**fields)
 
 
-def run(args: argparse.Namespace, micro_batch_tokens: int | None) -> dict[str, Any]:
+def run(args: argparse.Namespace, micro_batch_tokens: int | None, overrides: dict[str, Any] | None = None) -> dict:
     """Trains for ``args.iterations + 1`` iterations and returns mean seconds per component.
 
-    Runs at ``args.threads`` torch threads and gives the process its thread count back afterwards.
+    ``overrides``: GACAConfig fields set over the bench's (or the YAML's). Runs at ``args.threads`` torch
+    threads and gives the process its thread count back afterwards.
     """
     with torch_threads(args.threads):
-        return _run(args, micro_batch_tokens)
+        return _run(args, micro_batch_tokens, overrides or {})
 
 
-def _run(args: argparse.Namespace, micro_batch_tokens: int | None) -> dict[str, Any]:
+def _run(args: argparse.Namespace, micro_batch_tokens: int | None, overrides: dict[str, Any]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as out:
         if getattr(args, "config", None):
-            model, tokenizer, config = _from_config(args, micro_batch_tokens, out)
+            model, tokenizer, config = _from_config(args, micro_batch_tokens, out, overrides)
             return _timed(model, tokenizer, config)
         env_kwargs = {"horizon": args.horizon, "num_branches": 2, "num_tasks": 100}
         tokenizer = build_tokenizer(_corpus(env_kwargs))
@@ -140,7 +160,7 @@ def _run(args: argparse.Namespace, micro_batch_tokens: int | None) -> dict[str, 
             oracle_every=args.oracle_every,
             oracle_rows=args.oracle_rows,
             oracle_continuations=args.oracle_continuations,
-            **cpu_run_defaults(),
+            **{**cpu_run_defaults(), **overrides},
         )
         return _timed(model, tokenizer, config)
 
@@ -173,12 +193,67 @@ def _timed(model: Any, tokenizer: Any, config: GACAConfig) -> dict[str, Any]:
     parts["micro_batches"] = statistics.mean(log["train/micro_batches"] for log in logs)
     parts["update_rows_per_s"] = statistics.mean(log["throughput/update_rows_per_s"] for log in logs)
     parts["update_tokens_per_s"] = statistics.mean(log["throughput/update_tokens_per_s"] for log in logs)
+    parts.update(_work(trainer.model.config, config, logs, parts))
     parts["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     if config.branching != "off":  # snapshots saved in wave 1 and restored in wave 2 (part of env)
         parts["snapshot"] = statistics.mean(log["branch/snapshot_seconds"] for log in logs)
         parts["snapshots_per_iteration"] = statistics.mean(log["branch/snapshots"] for log in logs)
         parts["snapshot_bytes_max"] = max(log["branch/snapshot_bytes_max"] for log in logs)
     return parts
+
+
+def _work(model_config: Any, config: GACAConfig, logs: list[dict], parts: dict[str, Any]) -> dict[str, float]:
+    """Tokens and FLOPs per iteration, and the GFLOP/s of generation, update and the whole iteration.
+
+    Generation samples each row once (one forward pass's work); the update makes the reference pass
+    (``beta``), the old-policy pass (``old_logps: recompute`` with several updates) and, per PPO epoch, the
+    loss's forward and backward (3 forward passes' work).
+    """
+    shape = ModelShape.from_config(model_config)
+    mean = {k: statistics.mean(log.get(k, 0.0) for log in logs) for k in (
+        "rollout/row_tokens", "rollout/row_token_squares", "rollout/completion_tokens", "rollout/computed_tokens",
+        "train/row_tokens", "train/computed_tokens",
+    )}  # fmt: skip
+    one_pass = forward_flops(
+        shape, mean["rollout/row_tokens"], mean["rollout/row_token_squares"], mean["rollout/completion_tokens"]
+    )
+    passes = (config.beta != 0.0) + (config.old_logps == "recompute" and parts["updates"] > 1) + 3 * config.ppo_epochs
+    flops = {"generation": one_pass, "train": passes * one_pass}
+    out = {
+        "generation_row_tokens": mean["rollout/row_tokens"],
+        "generation_computed_tokens": mean["rollout/computed_tokens"],
+        "train_row_tokens": mean["train/row_tokens"],
+        "train_computed_tokens": mean["train/computed_tokens"],
+        "generation_gflops": flops["generation"] / 1e9,
+        "train_gflops": flops["train"] / 1e9,
+    }
+    for phase in ("generation", "train"):
+        out[f"{phase}_gflop_per_s"] = flops[phase] / 1e9 / parts[phase]
+    out["iteration_gflop_per_s"] = (flops["generation"] + flops["train"]) / 1e9 / parts["iteration"]
+    return out
+
+
+def _report(parts: dict[str, Any], peak: dict[str, float], label: str) -> None:
+    total = parts["iteration"]
+    print(f"\n{label}: rows per iteration {parts['rows_per_iteration']:.0f}, {parts['updates']:.0f} update(s) of "
+          f"{parts['micro_batches']:.1f} micro-batches")  # fmt: skip
+    print("| part | seconds / iteration | share |")
+    print("|---|---|---|")
+    for name in ("generation", "env", "advantage", "train", "other"):
+        print(f"| {name} | {parts[name]:.3f} | {parts[name] / total:.1%} |")
+    print(f"| **iteration** | {total:.3f} | 100% |")
+    overhead = (parts["env"] + parts["advantage"] + parts["other"]) / total
+    print(f"env + advantage + other = {overhead:.1%} of the iteration (target < 10%)")
+    print(f"update phase: {parts['update_rows_per_s']:.0f} rows/s, {parts['update_tokens_per_s']:.0f} computed "
+          f"tokens/s; peak RSS {parts['peak_rss_mb']:.0f} MB")  # fmt: skip
+    print("| phase | row tokens | computed tokens | GFLOP (rows' own work) | GFLOP/s | of matmul peak |")
+    print("|---|---|---|---|---|---|")
+    for phase in ("generation", "train"):
+        print(f"| {phase} | {parts[f'{phase}_row_tokens']:.0f} | {parts[f'{phase}_computed_tokens']:.0f} | "
+              f"{parts[f'{phase}_gflops']:.1f} | {parts[f'{phase}_gflop_per_s']:.1f} | "
+              f"{parts[f'{phase}_gflop_per_s'] / peak['peak']:.0%} |")  # fmt: skip
+    print(f"| iteration | | | {parts['generation_gflops'] + parts['train_gflops']:.1f} | "
+          f"{parts['iteration_gflop_per_s']:.1f} | {parts['iteration_gflop_per_s'] / peak['peak']:.0%} |")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -231,31 +306,67 @@ def main(argv: list[str] | None = None) -> None:
         "--env-kwargs", default="{}", help="with --config: JSON object merged into the config's env_kwargs"
     )
     parser.add_argument("--json", help="also write the figures to this JSON file")
+    parser.add_argument(
+        "--compare",
+        action="store_true",
+        help="also time update_layout: padded with hf_sampler: generate, alternating with the defaults",
+    )
+    parser.add_argument("--repeats", type=int, default=1, help="runs of each setting, medians reported")
     args = parser.parse_args(argv)
     if args.micro_batch_tokens is None:
         args.micro_batch_tokens = [None] if args.config else [512, 4096]
-    results = {}
+    variants = {"current": {}, **({"before": BEFORE} if args.compare else {})}
+    with torch_threads(args.threads):
+        peak = matmul_peak(_shape_of(args))
+    print(f"float32 matmul GFLOP/s at {args.threads} threads: " + ", ".join(f"{k} {v:.1f}" for k, v in peak.items()))
+    results: dict[str, Any] = {"matmul_gflop_per_s": peak}
     for budget in args.micro_batch_tokens:
-        parts = run(args, budget)
-        results[budget] = parts
-        total = parts["iteration"]
-        print(f"\nmicro_batch_tokens={budget or 'from config'}: rows per iteration {parts['rows_per_iteration']:.0f}, "
-              f"{parts['updates']:.0f} update(s) of {parts['micro_batches']:.1f} micro-batches")  # fmt: skip
-        print("| part | seconds / iteration | share |")
-        print("|---|---|---|")
-        for name in ("generation", "env", "advantage", "train", "other"):
-            print(f"| {name} | {parts[name]:.3f} | {parts[name] / total:.1%} |")
-        print(f"| **iteration** | {total:.3f} | 100% |")
-        overhead = (parts["env"] + parts["advantage"] + parts["other"]) / total
-        print(f"env + advantage + other = {overhead:.1%} of the iteration (target < 10%)")
-        print(f"update phase: {parts['update_rows_per_s']:.0f} rows/s, {parts['update_tokens_per_s']:.0f} padded "
-              f"tokens/s; peak RSS {parts['peak_rss_mb']:.0f} MB")  # fmt: skip
-        if "oracle" in parts:
-            print(f"oracle: {parts['oracle']:.2f} s a pass; every {args.oracle_every} iterations that is "
-                  f"{parts['oracle_share']:.1%} of training time")  # fmt: skip
-        if "snapshot" in parts:
-            print(f"snapshots (save + restore, within env): {parts['snapshot']:.4f} s = "
-                  f"{parts['snapshot'] / total:.2%} of the iteration; {parts['snapshots_per_iteration']:.0f} saved "
-                  f"per iteration, at most {parts['snapshot_bytes_max']:.0f} bytes each as JSON")  # fmt: skip
+        runs: dict[str, list[dict[str, Any]]] = {name: [] for name in variants}
+        for _ in range(args.repeats):
+            for name, overrides in variants.items():
+                runs[name].append(run(args, budget, overrides))
+        for name, parts_list in runs.items():
+            parts = _median(parts_list)
+            results[f"{budget}/{name}"] = {"median": parts, "runs": parts_list}
+            label = f"micro_batch_tokens={budget or 'from config'}, {name} (median of {len(parts_list)})"
+            _report(parts, peak, label)
+            _extras(parts, args)
+        if args.compare:
+            now, before = results[f"{budget}/current"]["median"], results[f"{budget}/before"]["median"]
+            keys = ("iteration", "generation", "train", "train_computed_tokens", "generation_computed_tokens")
+            ratios = ", ".join(f"{k} {now[k] / before[k]:.2f}x" for k in keys if before[k])
+            print(f"\ncurrent / before (medians): {ratios}; iteration GFLOP/s "
+                  f"{before['iteration_gflop_per_s']:.1f} -> {now['iteration_gflop_per_s']:.1f}")  # fmt: skip
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
+
+
+def _shape_of(args: argparse.Namespace) -> ModelShape:
+    """The timed model's shape (the YAML's model, or the bench's tiny one) for the matmul peak's shapes."""
+    if args.config:
+        import yaml
+        from transformers import AutoConfig
+
+        path = args.model or yaml.safe_load(Path(args.config).read_text()).get("model_name_or_path")
+        return ModelShape.from_config(AutoConfig.from_pretrained(path))
+    # build_tiny_model: 4 heads, 2 key/value heads, a gated MLP twice as wide, about 256 words
+    return ModelShape(args.num_layers, args.hidden_size, 4, 2, args.hidden_size // 4, 2 * args.hidden_size, 256)
+
+
+def _median(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per figure, the median over runs (the run with the median iteration time for the figures of one run)."""
+    return {
+        k: statistics.median(r[k] for r in runs)
+        for k in runs[0]
+        if all(isinstance(r.get(k), float | int) for r in runs)
+    }
+
+
+def _extras(parts: dict[str, Any], args: argparse.Namespace) -> None:
+    if "oracle" in parts:
+        print(f"oracle: {parts['oracle']:.2f} s a pass; every {args.oracle_every} iterations that is "
+              f"{parts['oracle_share']:.1%} of training time")  # fmt: skip
+    if "snapshot" in parts:
+        print(f"snapshots (save + restore, within env): {parts['snapshot']:.4f} s = "
+              f"{parts['snapshot'] / parts['iteration']:.2%} of the iteration; {parts['snapshots_per_iteration']:.0f} "
+              f"saved per iteration, at most {parts['snapshot_bytes_max']:.0f} bytes each as JSON")  # fmt: skip

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 import pytest
@@ -52,3 +53,23 @@ def test_the_oracle_is_timed_apart_from_the_iterations():
     assert parts["oracle_share"] == pytest.approx(parts["oracle"] / (parts["iteration"] + parts["oracle"]))
     names = ("generation", "env", "advantage", "train", "other")
     assert abs(sum(parts[n] for n in names) - parts["iteration"]) < 1e-9
+
+
+@pytest.mark.slow
+def test_compare_times_the_padded_layout_and_generate_against_the_defaults_on_equal_work(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    bench_trainer.main(["--iterations", "1", "--tasks", "2", "--rollouts", "4", "--horizon", "3", "--max-env-steps",
+                        "3", "--max-completion-length", "6", "--hidden-size", "16", "--num-layers", "1", "--threads",
+                        "1", "--micro-batch-tokens", "4096", "--compare", "--json", str(out)])  # fmt: skip
+    results = json.loads(out.read_text())
+    assert results["matmul_gflop_per_s"]["peak"] > 0
+    now, before = results["4096/current"]["median"], results["4096/before"]["median"]
+    for parts in (now, before):
+        assert parts["generation_row_tokens"] > 0 and parts["train_row_tokens"] > 0
+        for phase in ("generation", "train"):
+            assert parts[f"{phase}_gflop_per_s"] == pytest.approx(parts[f"{phase}_gflops"] / parts[phase])
+    # 4 rollouts of a task start from one prompt: the packed update and the lean sampler compute it once.
+    assert now["train_computed_tokens"] < before["train_computed_tokens"]
+    assert now["generation_computed_tokens"] < before["generation_computed_tokens"]
+    printed = capsys.readouterr().out
+    assert "current / before (medians): iteration" in printed and "of matmul peak" in printed

@@ -99,9 +99,14 @@ def test_the_smoke_run_passes_from_the_wheelhouse_over_an_image_of_torch_transfo
     assert Path(report["gaca_from"]) == tmp_path / "site" / "site-packages"  # its wheel's, not the checkout's
     assert report["rows_per_iteration"] == [80.0, 80.0]  # 4 tasks x 4 rollouts x 5 steps
     assert all(t > 0 for t in report["rollout_tokens_per_s"] + report["update_tokens_per_s"])
-    # The rows fill a micro-batch to within one row (prompt + 16 completion tokens) of the budget.
+    # Packed first: its micro-batches stack sequences of prefix trees of at most 512 positions and fill the
+    # 1,024-token budget to within one sequence; the padded layout's fill it to within one row (+ 16 tokens).
+    assert report["update_layout"] == "packed" and set(report["layouts"]) == {"packed", "padded"}
+    packed, padded = report["layouts"]["packed"], report["layouts"]["padded"]
+    assert 1024 - 512 < packed["largest_micro_batch_tokens"] <= 1024
     longest_row = report["prompt_tokens"][1] + 16
-    assert report["micro_batch_tokens"] - longest_row < report["largest_micro_batch_tokens"] <= 1024
+    assert 1024 - longest_row < padded["largest_micro_batch_tokens"] <= 1024
+    assert report["packed_over_padded"] > 0 and all(t > 0 for t in packed["update_row_tokens_per_s"])
     assert report["peak_gpu_memory_gb"] is None and report["memory_plan_gb"] > 0
     # The random model's responses are all malformed, so every group gets zero advantage (docs/method.md
     # section 6) and no weight may move; a run with any advantage must move nearly every float32 weight.
