@@ -459,10 +459,10 @@ class GACATrainer(GRPOTrainer):
         seed = self.args.seed * 1_000_003 + self.state.global_step
         plan = plan_mini_batches(iteration.total, self.args.mini_batch_rows, self.args.ppo_epochs, seed=seed)
         vllm_ratio = self.use_vllm and self.vllm_importance_sampling_correction
+        self._row_tokens = self._computed_tokens = 0  # the reference and old-policy passes count too
         self._add_policy_logps(iteration, need_old=len(plan) > 1 or vllm_ratio)
         end = iteration.offset + len(iteration.steps)
         losses, micro_batches = [], []
-        self._row_tokens = self._computed_tokens = 0
         for u, global_rows in enumerate(plan):
             local = [g - iteration.offset for g in global_rows if iteration.offset <= g < end]
             loss, count = self._update(model, iteration, local)

@@ -179,6 +179,10 @@ def test_an_iteration_trains_the_same_weights_in_either_layout(tmp_path):
         trainer.train()
         logs = trainer.state.log_history[0]
         results[layout] = (logs, torch.cat([p.detach().flatten() for p in model.parameters()]))
+        # Three passes over the rows: reference (beta), old policy (several updates) and the loss.
+        steps = trainer.last_rollout.steps
+        prompts, completions = sum(len(s.prompt_ids) for s in steps), sum(len(s.completion_ids) for s in steps)
+        assert 3 * prompts < logs["train/row_tokens"] <= 3 * (prompts + completions)
     (packed_logs, packed), (padded_logs, padded) = results["packed"], results["padded"]
     assert packed_logs["train/updates"] == padded_logs["train/updates"] > 1
     assert packed_logs["loss"] == pytest.approx(padded_logs["loss"], abs=2e-4)
