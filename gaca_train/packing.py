@@ -282,20 +282,22 @@ def block_attention(model: Any):
         yield
 
 
+def _unwrapped(model: Any) -> Any:
+    """The transformers model inside DDP and PEFT wrappers."""
+    inner = getattr(model, "module", model)
+    return inner.get_base_model() if hasattr(inner, "get_base_model") else inner
+
+
 def attention_of(model: Any) -> str | None:
     """The attention implementation of a (possibly wrapped: DDP, PEFT) model; SDPA by blocks counts as ``sdpa``."""
-    inner = getattr(model, "module", model)
-    inner = inner.get_base_model() if hasattr(inner, "get_base_model") else inner
-    name = getattr(getattr(inner, "config", None), "_attn_implementation", None)
+    name = getattr(getattr(_unwrapped(model), "config", None), "_attn_implementation", None)
     return "sdpa" if name == TREE_ATTENTION else name
 
 
 @contextmanager
 def _attention_implementation(model: Any, name: str):
     """Sets the attention implementation of ``model`` (unwrapping DDP and PEFT) for the ``with`` block."""
-    inner = getattr(model, "module", model)
-    inner = inner.get_base_model() if hasattr(inner, "get_base_model") else inner
-    config = inner.config
+    config = _unwrapped(model).config
     before = config._attn_implementation_internal
     config._attn_implementation_internal = name
     try:

@@ -165,6 +165,7 @@ def _sample(model, prompt_ids, pad_token_id, eos_token_ids, generation_config, t
     )
     positions = torch.tensor([len(p) for p in prompt_ids], device=device)
     eos = torch.tensor(list(eos_token_ids), device=device)
+    cache_argument = _cache_argument(model)  # once, not at every decode step (inspect.signature is slow)
     active = torch.arange(len(prompt_ids), device=device)  # the rows still sampling, in the decode batch's order
     tokens: list[list[int]] = [[] for _ in prompt_ids]
     logps: list[list[float]] = [[] for _ in prompt_ids]
@@ -192,7 +193,7 @@ def _sample(model, prompt_ids, pad_token_id, eos_token_ids, generation_config, t
             attention_mask=mask,
             position_ids=positions.unsqueeze(1),
             use_cache=True,
-            **{_cache_argument(model): cache},
+            **{cache_argument: cache},
         )
         positions = positions + 1
         logits = out.logits[:, -1, :].float()
