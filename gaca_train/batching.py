@@ -81,12 +81,14 @@ def pack_micro_batches(
     Padded layout (``prompts`` None): rows are sorted by length (longest first) so that rows of similar
     length share a micro-batch and padding stays small; a micro-batch's size is its padded tokens.
     Packed layout (``prompts`` given, per row its prompt tokens): rows are grouped into sequences of
-    prefix trees (:func:`gaca_train.packing.group_rows`, at most ``pack_length`` positions each), a
-    micro-batch takes consecutive sequences, and its size is its sequences x the longest one's positions,
-    what the stacked sequences compute. A micro-batch is closed when the next row (tree) would take it over budget;
-    a single one over budget runs alone. Micro-batches are then split (the most rows first) until there
-    are ``min_count`` of them, as far as the rows allow: ranks agree on a common count (a sharded model's
-    forward is a collective), and a rank with fewer rows gets empty ones.
+    prefix trees (:func:`gaca_train.packing.group_rows`, at most ``pack_length`` positions and ``budget``
+    row tokens each), and a micro-batch takes consecutive sequences while both its sequences x the
+    longest one's positions (what the stacked sequences compute) and its rows' tokens in full (what
+    attention by rows gathers) stay within ``budget``. A micro-batch is closed when the next row
+    (sequence) would take it over budget; a single one over budget runs alone. Micro-batches are then
+    split (the most rows first) until there are ``min_count`` of them, as far as the rows allow: ranks
+    agree on a common count (a sharded model's forward is a collective), and a rank with fewer rows gets
+    empty ones.
 
     Args:
         lengths: per local row, (prompt tokens, completion tokens).
@@ -104,22 +106,25 @@ def pack_micro_batches(
         units = [([row], padded_tokens(lengths, [row])) for row in order]
     else:
         local = sorted(rows)  # equal prompts in row order, whatever the order given: the same trees every pass
-        trees = group_rows([(prompts[i], range(lengths[i][1])) for i in local], pack_length)
+        trees = group_rows([(prompts[i], range(lengths[i][1])) for i in local], pack_length, budget)
         # In tree order: a micro-batch of whole consecutive sequences is regrouped by pack_rows into the same ones.
         units = [([local[j] for j in members], size) for members, size in trees]
     bins: list[list[int]] = []
-    count = largest = 0  # of the open micro-batch: its units and the size of its largest
+    count = largest = row_tokens = 0  # of the open micro-batch: its units, its largest's size, its rows' tokens
     for members, size in units:
+        paths = sum(lengths[i][0] - 1 + max(lengths[i][1], 1) for i in members)  # rows in full (packed)
         if prompts is None:
             fits = bool(bins) and (budget is None or padded_tokens(lengths, [*bins[-1], *members]) <= budget)
-        else:  # the stacked sequences: count x longest
-            fits = bool(bins) and (budget is None or (count + 1) * max(largest, size) <= budget)
+        else:  # the stacked sequences (count x longest) and the rows' tokens
+            fits = bool(bins) and (
+                budget is None or ((count + 1) * max(largest, size) <= budget and row_tokens + paths <= budget)
+            )
         if fits:
             bins[-1] += members
-            count, largest = count + 1, max(largest, size)
+            count, largest, row_tokens = count + 1, max(largest, size), row_tokens + paths
         else:
             bins.append(list(members))
-            count, largest = 1, size
+            count, largest, row_tokens = 1, size, paths
     while len(bins) < min_count:
         largest_bin = max(range(len(bins)), key=lambda b: len(bins[b])) if bins else None
         if largest_bin is None or len(bins[largest_bin]) < 2:

@@ -124,17 +124,18 @@ class GACAConfig(GRPOConfig, EstimatorConfig):
         default="packed",
         metadata={
             "help": "How the update's forward passes (loss, old and reference log-probs) lay rows out: `packed` (no "
-            "padding; a prompt prefix that rows of a micro-batch share is computed once, with tree attention through "
-            "a 4D mask; the same log-probs and gradients up to rounding; SDPA or eager attention, other attention "
-            "implementations run `padded`) or `padded` (TRL's layout: left-padded prompts, right-padded completions)."
+            "padding; a prompt prefix that rows of a micro-batch share is computed once, attention by rows under SDPA "
+            "or through a 4D tree mask under eager; only scored positions reach the LM head; the same log-probs and "
+            "gradients up to rounding; other attention implementations run `padded`) or `padded` (TRL's layout: "
+            "left-padded prompts, right-padded completions)."
         },
     )
     pack_length: int | None = field(
         default=None,
         metadata={
             "help": "Most positions of one packed sequence: a micro-batch's prefix trees are cut into sequences of "
-            "this length, stacked (dense attention costs a sequence's length squared). None: 512, or the longest row "
-            "if longer."
+            "this length, stacked. None: no cut under SDPA (attention by rows costs what the rows do, whatever the "
+            "sequence's length), 512 under eager (its tree mask costs a sequence's length squared)."
         },
     )
     ppo_epochs: int = field(default=1, metadata={"help": "Passes over an iteration's rows (one reshuffle each)."})

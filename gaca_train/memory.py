@@ -17,10 +17,14 @@ completion tokens, weights stored in ``w`` bytes (4: float32 master weights) and
   bytes under autocast). With gradient checkpointing one hidden state per layer, ``w x T x h x L``, plus
   one layer recomputed in full; without, every layer in full: ``c x T x (8h + 2k + 4I) x L`` (the inputs
   and outputs of the norms, projections and SwiGLU MLP);
-* ``packed_mask``: the packed update layout (``update_layout: packed``, the default) stacks sequences of at
-  most ``pack_length`` (``l``) positions with a boolean tree mask of ``T x l`` bytes; its micro-batch's
-  ``T`` counts the stacked sequences' tokens, and as rows that share a prompt hold it once, up to all
-  ``T`` of them can be completion tokens (``C = T``);
+* ``row_attention``: the packed update layout (``update_layout: packed``, the default) with SDPA runs
+  attention by rows (:mod:`gaca_train.packing`): each layer gathers its rows' queries, keys and values
+  and SDPA's output before scattering it back, ``c x T x (2h + 2k)`` per layer kept for the backward pass
+  (one layer with gradient checkpointing); a micro-batch's rows hold at most ``T`` tokens in full, and
+  as rows that share a prompt hold it once, up to all ``T`` computed tokens can be completion tokens
+  (``C = T``);
+* ``packed_mask``: with eager attention the packed layout stacks sequences of at most ``pack_length``
+  (``l``) positions with a boolean tree mask of ``T x l`` bytes;
 * ``lm_head``: TRL 1.16 scores completion tokens with a chunked LM head that never materialises the
   ``C x V`` logits. Its peak is the backward pass: a ``min(C, 4096) x 32768`` tile and a ``32768 x h``
   weight slice in ``c`` bytes, and float32 gradients of the hidden states (``4 x C x h``) and of the head
@@ -132,6 +136,7 @@ def plan_memory(
     vllm_gb: float = 0.0,
     vllm_cuda_graphs_gb: float = 0.0,
     pack_length: int | None = None,
+    row_attention: bool = False,
 ) -> dict[str, float]:
     """Peak memory of one device in GiB, by part (see the module docstring for each formula).
 
@@ -148,11 +153,13 @@ def plan_memory(
         reference_model: TRL keeps a KL reference copy of the model (``beta`` > 0 without LoRA).
         vllm_gb: memory a colocated vLLM engine holds during the update phase.
         vllm_cuda_graphs_gb: vLLM's CUDA-graph pool, kept even while the engine sleeps.
-        pack_length: the packed layout's longest sequence (None: the padded layout, no tree mask).
+        pack_length: the packed layout's longest sequence under eager attention (None: no tree mask).
+        row_attention: the packed layout under SDPA (attention by rows).
 
     Returns:
         GiB per part (``weights``, ``autocast_copy``, ``gradients``, ``optimizer``, ``reference_model``,
-        ``activations``, ``packed_mask``, ``lm_head``, ``vllm``, ``vllm_cuda_graphs``) and their ``total``.
+        ``activations``, ``row_attention``, ``packed_mask``, ``lm_head``, ``vllm``, ``vllm_cuda_graphs``) and
+        their ``total``.
     """
     h, layers, vocab = arch.hidden_size, arch.num_layers, arch.vocab_size
     params = arch.num_parameters
@@ -177,6 +184,7 @@ def plan_memory(
     full_layer = c * tokens * (8 * h + 2 * arch.kv_size + 4 * arch.intermediate_size)
     kept = residual_bytes * tokens * h * layers + full_layer  # one hidden state per layer + one layer recomputed
     activations = kept if gradient_checkpointing else full_layer * layers
+    rows_layer = c * tokens * (2 * h + 2 * arch.kv_size)  # gathered queries, keys, values; SDPA's output
     head_trained = not lora
     lm_head = (
         c * min(completion_tokens, LM_HEAD_TOKEN_TILE) * LM_HEAD_VOCAB_TILE
@@ -191,6 +199,7 @@ def plan_memory(
         "optimizer": optimizer / GB,
         "reference_model": reference / GB,
         "activations": activations / GB,
+        "row_attention": (rows_layer * (1 if gradient_checkpointing else layers) if row_attention else 0) / GB,
         "packed_mask": (tokens * pack_length if pack_length else 0) / GB,
         "lm_head": lm_head / GB,
         "vllm": vllm_gb,
@@ -215,8 +224,18 @@ CONFIG_DEFAULTS: dict[str, Any] = {
     "update_layout": "packed",
     "pack_length": None,
 }
-# The packed layout's sequence length when pack_length is None (GACATrainer's).
+# The packed layout's sequence length under eager attention when pack_length is None (GACATrainer's).
 DEFAULT_PACK_LENGTH = 512
+
+
+def pack_length_for(pack_length: int | None, attention: str | None) -> int | None:
+    """The packed layout's most positions per sequence: as set, else none under SDPA (attention by rows
+    needs no [L, L] mask), else :data:`DEFAULT_PACK_LENGTH`."""
+    if pack_length is not None:
+        return pack_length
+    return None if attention in (None, "sdpa") else DEFAULT_PACK_LENGTH
+
+
 _BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
@@ -267,6 +286,7 @@ def plan_for_fields(
     completion = int(get("max_completion_length"))
     rows = max(1, budget // (min_prompt_tokens + completion))
     packed = get("update_layout") == "packed"
+    attention = fields.get("attn_implementation")
     weight_bytes = storage_bytes(fields.get("dtype"))
     compute_bytes = 2 if fields.get("bf16") or fields.get("fp16") else weight_bytes
     lora_rank = lora_rank or (int(get("lora_r")) if get("use_peft") else None)
@@ -276,7 +296,8 @@ def plan_for_fields(
         arch,
         micro_batch_tokens=budget,
         completion_tokens=budget if packed else min(budget, rows * completion),
-        pack_length=(get("pack_length") or DEFAULT_PACK_LENGTH) if packed else None,
+        pack_length=pack_length_for(get("pack_length"), attention) if packed and attention == "eager" else None,
+        row_attention=packed and attention in (None, "sdpa"),
         gradient_checkpointing=bool(get("gradient_checkpointing")),
         weight_bytes=weight_bytes,
         compute_bytes=compute_bytes,

@@ -14,10 +14,16 @@ Rows are sorted by their shared part and inserted into a prefix tree laid out in
 so a prefix that several rows share occupies one run of positions; each row's tail hangs below its
 own shared path. A position attends to itself and its ancestors (a 4D mask), and its position id is
 its depth, so every scored position sees exactly its row's context: log-probs, entropies and their
-gradients equal the padded layout's up to float rounding order. Trees are cut into sequences of at
-most ``max_length`` positions (a row that does not fit starts a new sequence, which computes its
-prefix again), and the sequences are stacked with a little padding, because dense attention over one
-long sequence costs its length squared.
+gradients equal the padded layout's up to float rounding order.
+
+With SDPA, the dense layers run once per tree position and attention runs by rows
+(:class:`RowPaths`): each row's path of positions, from its first prompt token to its last scored one,
+is gathered into a causal attention batch, so a query costs what it would in its row alone, and each
+position takes its output from the row that put it in the tree. No [L, L] mask is built, so a
+micro-batch's trees can be one sequence of any length. Eager attention takes the tree mask as a
+dense [L, L] matrix: there trees are cut into sequences of at most ``max_length`` positions (a row
+that does not fit starts a new sequence, which computes its prefix again), stacked with a little
+padding, because dense attention over one long sequence costs its length squared.
 
 Pure torch; the model is any causal LM whose forward takes ``attention_mask`` as a 4D mask (SDPA or
 eager attention) and TRL's fused LM head (``fused_lm_head=True`` with ``shift_labels``).
@@ -34,6 +40,8 @@ import torch
 from transformers import AttentionInterface
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
+from gaca_train.sampling import prefill_buckets
+
 # Attention implementations that take a 4D mask as given (transformers' masking returns a 4D mask as-is).
 MASKED_ATTENTION = ("sdpa", "eager")
 # SDPA by query blocks: the block of queries [a, b) attends the keys [low, b) only, where ``low`` is the
@@ -44,32 +52,67 @@ QUERY_BLOCK = 128
 
 
 @dataclass
+class RowPaths:
+    """Per-row attention of a packed layout: where each row's path lies, and which row computes each position.
+
+    Rows are grouped by path length (:func:`gaca_train.sampling.prefill_buckets`); bucket ``b`` is an
+    [R_b, L_b] matrix of flat positions (into the packed layout's [S * L]), one row's path per line by
+    depth, padded at the end with the path's last position (never attended: the batch is causal).
+
+    Attributes:
+        gather: per bucket, the [R_b, L_b] flat positions of its rows' paths.
+        scatter: [S * L] per packed position, its index into the buckets' outputs laid end to end
+            (the row that added the position to the tree, at its depth; 0 for padding positions).
+    """
+
+    gather: list[torch.Tensor]
+    scatter: torch.Tensor
+
+    def to(self, device: torch.device | str) -> RowPaths:
+        return RowPaths([index.to(device) for index in self.gather], self.scatter.to(device))
+
+
+@dataclass
 class PackedRows:
     """Rows laid out as prefix trees in ``S`` sequences of ``L`` positions.
 
     Attributes:
         input_ids: [S, L] tokens (padding positions hold ``pad_id``).
         position_ids: [S, L] depth of each position in its row (0 for the first prompt token).
-        attend: [S, 1, L, L] bool, True where a query position may attend a key position.
+        end: [S, L] the end of each position's subtree: the positions in ``[p, end[p])`` are ``p`` and
+            its descendants (a padding position ends right after itself).
         shift_labels: [S, L] the next token a position is scored on, -100 where it is not scored.
         row, column: per scored position, its row and completion column in the padded output.
         flat: per scored position, its index into the flattened [S * L] outputs.
         tokens: positions that hold a token (the computed tokens without padding).
+        paths: each row's path, for attention by rows (:func:`tree_attention`).
     """
 
     input_ids: torch.Tensor
     position_ids: torch.Tensor
-    attend: torch.Tensor
+    end: torch.Tensor
     shift_labels: torch.Tensor
     row: torch.Tensor
     column: torch.Tensor
     flat: torch.Tensor
     tokens: int
+    paths: RowPaths
 
     @property
     def computed(self) -> int:
         """Positions the model runs, padding included (S x L)."""
         return self.input_ids.numel()
+
+    @property
+    def attend(self) -> torch.Tensor:
+        """[S, 1, L, L] bool tree mask, True where a query position may attend a key position.
+
+        Depth-first order: key k is an ancestor of (or is) query q iff k <= q < end[k].
+        """
+        length = self.end.shape[1]
+        query = torch.arange(length, device=self.end.device).view(1, length, 1)
+        key = torch.arange(length, device=self.end.device).view(1, 1, length)
+        return ((key <= query) & (query < self.end.unsqueeze(1))).unsqueeze(1)
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
@@ -92,30 +135,40 @@ def packed_tokens(rows: Sequence[tuple[Sequence[int], Sequence[int]]]) -> int:
 
 
 def group_rows(
-    rows: Sequence[tuple[Sequence[int], Sequence[int]]], max_length: int | None = None
+    rows: Sequence[tuple[Sequence[int], Sequence[int]]],
+    max_length: int | None = None,
+    max_row_tokens: int | None = None,
 ) -> list[tuple[list[int], int]]:
     """Splits ``rows`` into sequences of prefix trees: (row indices in tree order, positions) each.
 
     Rows are sorted by their shared part (prompt but the last token), so rows that share a prefix are
     neighbours. A row joins the open sequence while it stays within ``max_length`` positions (sharing
-    its common prefix with the previous row, if any); otherwise it starts a sequence.
+    its common prefix with the previous row, if any) and the sequence's rows within ``max_row_tokens``
+    tokens (each row in full, what attention by rows gathers); otherwise it starts a sequence.
     """
     if any(len(prompt) == 0 for prompt, _ in rows):
         raise ValueError("every row needs at least one prompt token")
     order = sorted(range(len(rows)), key=lambda i: (tuple(rows[i][0][:-1]), i))
     groups: list[tuple[list[int], int]] = []
     previous: Sequence[int] = ()
+    row_tokens = 0  # of the open sequence
     for i in order:
         prompt, completion = rows[i]
         shared = prompt[:-1]
+        path = len(shared) + max(len(completion), 1)
         common = common_prefix(previous, shared) if groups else 0
-        cost = len(shared) - common + max(len(completion), 1)
-        if not groups or (max_length is not None and groups[-1][1] + cost > max_length):
+        cost = path - common
+        if (
+            not groups
+            or (max_length is not None and groups[-1][1] + cost > max_length)
+            or (max_row_tokens is not None and row_tokens + path > max_row_tokens)
+        ):
             groups.append(([], 0))
-            cost = len(shared) + max(len(completion), 1)
+            cost, row_tokens = path, 0
         members, size = groups[-1]
         members.append(i)
         groups[-1] = (members, size + cost)
+        row_tokens += path
         previous = shared
     return groups
 
@@ -124,6 +177,7 @@ def pack_rows(
     rows: Sequence[tuple[Sequence[int], Sequence[int]]],
     max_length: int | None = None,
     pad_id: int = 0,
+    max_row_tokens: int | None = None,
 ) -> PackedRows:
     """Lays ``rows`` (prompt tokens, completion tokens) out as prefix trees; see the module docstring.
 
@@ -132,14 +186,16 @@ def pack_rows(
         max_length: most positions of a sequence (None: no limit); a row longer than this gets a
             sequence of its own.
         pad_id: token id of padding positions.
+        max_row_tokens: most row tokens of a sequence (:func:`group_rows`; None: no limit).
 
     Returns:
         The packed layout; rows keep their indices in ``row``.
     """
     sequences: list[dict[str, list[int]]] = []
     scored: list[tuple[int, int, int, int]] = []  # (row, column, sequence, position)
-    for members, _ in group_rows(rows, max_length):
-        current: dict[str, list[int]] = {"tokens": [], "depth": [], "end": [], "label": []}
+    paths: list[tuple[int, list[int]]] = []  # per row in tree order: (sequence, its positions by depth)
+    for members, _ in group_rows(rows, max_length, max_row_tokens):
+        current: dict[str, list[int]] = {"tokens": [], "depth": [], "end": [], "label": [], "owner": []}
         sequences.append(current)
         open_nodes: list[int] = []  # positions on the previous row's path (shared, then tail), by depth
         previous: Sequence[int] = ()
@@ -155,13 +211,15 @@ def pack_rows(
                 current["depth"].append(depth)
                 current["end"].append(-1)
                 current["label"].append(-100)
+                current["owner"].append(len(paths))
+            paths.append((len(sequences) - 1, list(open_nodes)))
             for column, token in enumerate(completion):
                 position = open_nodes[len(shared) + column]
                 current["label"][position] = int(token)
                 scored.append((i, column, len(sequences) - 1, position))
             previous = shared
         _close(current, open_nodes, 0)
-    return _tensors(sequences, scored, pad_id)
+    return _tensors(sequences, scored, paths, pad_id)
 
 
 def _close(sequence: dict[str, list[int]], open_nodes: list[int], keep: int) -> None:
@@ -170,8 +228,33 @@ def _close(sequence: dict[str, list[int]], open_nodes: list[int], keep: int) -> 
         sequence["end"][position] = len(sequence["tokens"])
 
 
+def _row_paths(sequences: list[dict[str, list[int]]], paths: list[tuple[int, list[int]]], length: int) -> RowPaths:
+    """The :class:`RowPaths` of packed sequences of ``length`` positions."""
+    gather, start = [], [0] * len(paths)  # start: where a path's outputs begin in the buckets' outputs
+    offset = 0
+    for bucket in prefill_buckets([len(positions) for _, positions in paths]):
+        width = len(paths[bucket[0]][1])
+        index = torch.empty((len(bucket), width), dtype=torch.long)
+        for r, p in enumerate(bucket):
+            s, positions = paths[p]
+            flat = [s * length + position for position in positions]
+            index[r] = torch.tensor(flat + flat[-1:] * (width - len(flat)))
+            start[p] = offset + r * width
+        gather.append(index)
+        offset += len(bucket) * width
+    scatter = torch.zeros(len(sequences) * length, dtype=torch.long)
+    for s, sequence in enumerate(sequences):
+        if sequence["owner"]:
+            owner = torch.tensor([start[p] for p in sequence["owner"]])
+            scatter[s * length : s * length + len(owner)] = owner + torch.tensor(sequence["depth"])
+    return RowPaths(gather, scatter)
+
+
 def _tensors(
-    sequences: list[dict[str, list[int]]], scored: list[tuple[int, int, int, int]], pad_id: int
+    sequences: list[dict[str, list[int]]],
+    scored: list[tuple[int, int, int, int]],
+    paths: list[tuple[int, list[int]]],
+    pad_id: int,
 ) -> PackedRows:
     length = max((len(s["tokens"]) for s in sequences), default=1)
     count = max(len(sequences), 1)
@@ -186,22 +269,19 @@ def _tensors(
         position_ids[s, :n] = torch.tensor(sequence["depth"])
         labels[s, :n] = torch.tensor(sequence["label"])
         end[s, :n] = torch.tensor(sequence["end"])
-    # Depth-first order: key k is an ancestor of (or is) query q iff k <= q < end[k].
-    query = torch.arange(length).view(1, length, 1)
-    key = torch.arange(length).view(1, 1, length)
-    attend = (key <= query) & (query < end.unsqueeze(1))
     row, column, s, position = (torch.tensor(x, dtype=torch.long) for x in zip(*scored, strict=True)) if scored else (
         torch.zeros(0, dtype=torch.long) for _ in range(4)
     )  # fmt: skip
     return PackedRows(
         input_ids=input_ids,
         position_ids=position_ids,
-        attend=attend.unsqueeze(1),
+        end=end,
         shift_labels=labels,
         row=row,
         column=column,
         flat=s * length + position,
         tokens=sum(len(s["tokens"]) for s in sequences),
+        paths=_row_paths(sequences, paths, length),
     )
 
 
@@ -234,15 +314,22 @@ def tree_attention(
     attention_mask: torch.Tensor | None,
     **kwargs: Any,
 ) -> tuple[torch.Tensor, None]:
-    """transformers' SDPA attention by blocks of ``QUERY_BLOCK`` queries, each over the keys it can attend.
+    """transformers' SDPA attention, by rows for a packed layout's mask, else by blocks of queries.
 
-    Dense attention over a packed sequence of length L costs L^2 whatever the mask; a block of queries
-    ``[a, b)`` needs only the keys ``[low, b)`` (no key after its last query under a causal or tree mask,
-    none before the first key one of them attends), about half of it. The same values as one SDPA call up
-    to rounding order.
+    A mask that :func:`packed_logps` gave its layout's :class:`RowPaths` (``mask.row_paths``) runs by
+    rows: each row's path is gathered into a causal SDPA batch (one call per length bucket), and each
+    position takes its output from the row that owns it. Other 4D masks run by blocks of
+    ``QUERY_BLOCK`` queries: a block ``[a, b)`` needs only the keys ``[low, b)`` (no key after its last
+    query under a causal or tree mask, none before the first key one of them attends). Either way the
+    same values as one SDPA call over the mask, up to rounding order.
     """
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
+    paths = getattr(attention_mask, "row_paths", None)
+    if paths is not None:
+        if key.shape[2] != query.shape[2]:
+            raise ValueError("a packed layout's attention runs without a KV cache: its keys are its queries")
+        return _attention_by_rows(module, query, key, value, paths, **kwargs), None
     length = query.shape[2]
     if attention_mask is None or attention_mask.ndim != 4 or length <= QUERY_BLOCK or key.shape[2] != length:
         return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
@@ -266,6 +353,36 @@ def tree_attention(
         )
         outputs.append(block)
     return torch.cat(outputs, dim=1), None
+
+
+def _attention_by_rows(
+    module: torch.nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    paths: RowPaths,
+    **kwargs: Any,
+) -> torch.Tensor:
+    """Causal SDPA over each row's gathered path, in the packed layout's [S, L, heads, dim] (see tree_attention)."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    count, heads, length, dim = query.shape
+    kwargs.pop("is_causal", None)
+
+    def flat(x: torch.Tensor) -> torch.Tensor:  # [S, H, L, D] -> [S * L, H, D]
+        return x.transpose(1, 2).reshape(count * length, x.shape[1], x.shape[3])
+
+    def pick(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:  # [S * L, H, D] -> [R, H, W, D]
+        return x.index_select(0, index.flatten()).view(*index.shape, x.shape[1], x.shape[2]).transpose(1, 2)
+
+    query, key, value = flat(query), flat(key), flat(value)
+    outputs = []
+    for index in paths.gather:
+        picked = (pick(x, index) for x in (query, key, value))
+        out, _ = sdpa_attention_forward(module, *picked, None, is_causal=True, **kwargs)
+        outputs.append(out.reshape(index.numel(), heads, -1))
+    out = outputs[0] if len(outputs) == 1 else torch.cat(outputs)
+    return out.index_select(0, paths.scatter).view(count, length, heads, -1)
 
 
 @contextmanager
@@ -306,12 +423,21 @@ def _attention_implementation(model: Any, name: str):
         config._attn_implementation_internal = before
 
 
-def attention_for(packed: PackedRows, implementation: str, dtype: torch.dtype) -> torch.Tensor:
-    """The 4D mask in the form the attention implementation takes: bool for SDPA, additive for eager."""
+def attention_for(packed: PackedRows, implementation: str, dtype: torch.dtype, device: Any = "cpu") -> torch.Tensor:
+    """The 4D mask the attention implementation takes, on ``device``.
+
+    SDPA: a [S, 1, L, L] view of one element that carries the rows' paths (``row_paths``), which
+    :func:`tree_attention` attends by, with no [L, L] matrix; any other reader of it would see no tree,
+    so :func:`tree_attention` refuses to run a mask with paths another way. Eager: the additive tree mask.
+    """
     if implementation == "sdpa":
-        return packed.attend
+        count, length = packed.input_ids.shape
+        mask = torch.ones((), dtype=torch.bool, device=device).expand(count, 1, length, length)
+        mask.row_paths = packed.paths.to(device)
+        return mask
     zero = torch.zeros((), dtype=dtype)
-    return torch.where(packed.attend, zero, torch.tensor(torch.finfo(dtype).min, dtype=dtype))
+    additive = torch.where(packed.attend, zero, torch.tensor(torch.finfo(dtype).min, dtype=dtype))
+    return additive.to(device)
 
 
 def packed_logps(
@@ -323,28 +449,55 @@ def packed_logps(
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Per-token log-probs (and entropies) of the packed rows, in the padded [rows, width] frame (0 elsewhere).
 
-    ``model`` is called with TRL's fused LM head (``fused_lm_head=True``, ``shift_labels``): only the
-    scored positions are projected onto the vocabulary where TRL compacts them.
+    ``model`` is called with TRL's fused LM head (``fused_lm_head=True``, ``shift_labels``). Only the
+    scored positions reach the head: the backbone's output is cut down to them (:func:`_scored_only`),
+    as TRL itself compacts them on GPUs with Triton, where elsewhere it would score every position.
     """
     device = next(model.parameters()).device
     dtype = next(model.parameters()).dtype
     dtype = dtype if dtype.is_floating_point else torch.float32
-    with block_attention(model) if implementation == "sdpa" else nullcontext():
+    mask = attention_for(packed, implementation, dtype, device)
+    flat, row, column = packed.flat.to(device), packed.row.to(device), packed.column.to(device)
+    scored = flat.numel() > 0
+    labels = packed.shift_labels.to(device)
+    with block_attention(model) if implementation == "sdpa" else nullcontext(), _scored_only(model, flat, scored):
         outputs = model(
             input_ids=packed.input_ids.to(device),
-            attention_mask=attention_for(packed, implementation, dtype).to(device),
+            attention_mask=mask,
             position_ids=packed.position_ids.to(device),
-            shift_labels=packed.shift_labels.to(device),
+            shift_labels=labels.reshape(1, -1)[:, flat] if scored else labels,
             fused_lm_head=True,
         )
-    flat, row, column = packed.flat.to(device), packed.row.to(device), packed.column.to(device)
 
     def scatter(values: torch.Tensor) -> torch.Tensor:
         out = values.new_zeros(shape)
-        return out.index_put((row, column), values.reshape(-1)[flat])
+        return out.index_put((row, column), values.reshape(-1)[slice(None) if scored else flat])
 
     entropy = scatter(outputs.entropy) if compute_entropy and outputs.entropy is not None else None
     return scatter(outputs.log_probs), entropy
+
+
+@contextmanager
+def _scored_only(model: Any, flat: torch.Tensor, active: bool = True):
+    """Within the block, the backbone of ``model`` returns the hidden states of the ``flat`` positions only.
+
+    Its ``last_hidden_state`` becomes [1, len(flat), hidden], in ``flat``'s order, for the fused LM head
+    to score against labels in the same order.
+    """
+    if not active:
+        yield
+        return
+
+    def keep_scored(module: torch.nn.Module, args: Any, output: Any) -> Any:
+        hidden = output.last_hidden_state
+        output.last_hidden_state = hidden.reshape(-1, hidden.shape[-1]).index_select(0, flat).unsqueeze(0)
+        return output
+
+    handle = _unwrapped(model).base_model.register_forward_hook(keep_scored)
+    try:
+        yield
+    finally:
+        handle.remove()
 
 
 AttentionInterface.register(TREE_ATTENTION, tree_attention)

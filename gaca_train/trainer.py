@@ -28,7 +28,7 @@ from gaca_train import sampling
 from gaca_train.advantages import compute_advantages
 from gaca_train.batching import pack_micro_batches, plan_mini_batches
 from gaca_train.config import GACAConfig
-from gaca_train.memory import DEFAULT_PACK_LENGTH
+from gaca_train.memory import pack_length_for
 from gaca_train.oracle_metrics import OraclePass, run_oracle_pass
 from gaca_train.packing import (
     MASKED_ATTENTION,
@@ -277,7 +277,7 @@ class GACATrainer(GRPOTrainer):
         self._pools: dict[tuple, RolloutPool] = {}
         # The packed layout runs where the attention takes a 4D mask (SDPA, eager); elsewhere the padded one.
         self._packed = args.update_layout == "packed" and attention_of(self.model) in MASKED_ATTENTION
-        self._pack_length = args.pack_length or DEFAULT_PACK_LENGTH
+        self._pack_length = pack_length_for(args.pack_length, attention_of(self.model))
         # Per iteration: the update's forward passes' row tokens (prompt + scored completion) and positions run.
         self._row_tokens = self._computed_tokens = 0
         self.last_rollout: RolloutResult | None = None
@@ -565,7 +565,7 @@ class GACATrainer(GRPOTrainer):
                 model, input_ids, attention_mask, logits_to_keep, batch_size, compute_entropy, compute_aux_loss,
                 **extra,
             )  # fmt: skip
-        packed = pack_rows(rows, self._pack_length, self._tokenizer.pad_token_id or 0)
+        packed = pack_rows(rows, self._pack_length, self._tokenizer.pad_token_id or 0, self.args.micro_batch_tokens)
         self._computed_tokens += packed.computed
         with self.accelerator.autocast():
             logps, entropies = packed_logps(

@@ -110,28 +110,39 @@ def test_rows_not_in_trls_layout_are_left_to_the_padded_path():
     assert unpad_rows(ids, holed, width) is None
 
 
-@pytest.mark.parametrize(("seed", "block"), [(0, 128), (1, 128), (2, 128), (0, 8), (1, 5)])
-def test_packed_log_probs_entropies_and_gradients_equal_the_padded_layouts(trainer, seed, block, monkeypatch):
-    # block: SDPA by blocks of queries over the keys they can attend; 128 (the default) is one block for
-    # most of these trees, 8 and 5 make many, the last one ragged.
-    monkeypatch.setattr(packing, "QUERY_BLOCK", block)
+def _assert_equal_passes(a, b, mask, width):
+    assert _relative(a[0], b[0]) <= 1e-5 and _relative(a[1], b[1]) <= 1e-5
+    assert (a[0] == 0).equal(mask[:, -width:] == 0)  # zero off the scored tokens, as TRL's
+    assert a[2].keys() == b[2].keys()
+    for name, grad in b[2].items():
+        assert _relative(a[2][name], grad) <= 1e-5, name
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 5])
+def test_packed_log_probs_entropies_and_gradients_equal_the_padded_layouts(trainer, seed):
     rows = _rows(seed)
     ids, mask, width = _padded(rows)
     padded = _logps_and_grads(trainer, ids, mask, width, packed=False)
-    for max_length in (None, 40):
-        trainer.args.pack_length = max_length
-        packed = _logps_and_grads(trainer, ids, mask, width, packed=True)
-        assert _relative(packed[0], padded[0]) <= 1e-5 and _relative(packed[1], padded[1]) <= 1e-5
-        assert (packed[0] == 0).equal(mask[:, -width:] == 0)  # zero off the scored tokens, as TRL's
-        assert padded[2].keys() == packed[2].keys()
-        for name, grad in padded[2].items():
-            assert _relative(packed[2][name], grad) <= 1e-5, name
-    trainer.args.pack_length = None
+    for max_length in (512, 40, 12):  # one sequence; several; rows longer than a sequence, one each
+        trainer._pack_length = max_length
+        _assert_equal_passes(_logps_and_grads(trainer, ids, mask, width, packed=True), padded, mask, width)
+    trainer._pack_length = 512
     # The packed pass computed fewer positions than the padded one.
     trainer._computed_tokens = 0
     trainer._packed = True
     trainer._get_per_token_logps_and_entropies(trainer.model, ids, mask, width)
     assert trainer._computed_tokens == packed_tokens(rows) < ids.numel()
+
+
+@pytest.mark.parametrize(("seed", "block"), [(0, 128), (1, 8), (2, 5)])
+def test_attention_by_query_blocks_equals_one_sdpa_call(trainer, seed, block, monkeypatch):
+    # A 4D mask without row paths (here TRL's padded layout) runs by blocks of queries over the keys they can
+    # attend; 128 (the default) is one block for these rows, 8 and 5 make many, the last one ragged.
+    monkeypatch.setattr(packing, "QUERY_BLOCK", block)
+    ids, mask, width = _padded(_rows(seed))
+    plain = _logps_and_grads(trainer, ids, mask, width, packed=False)
+    with packing.block_attention(trainer.model):
+        _assert_equal_passes(_logps_and_grads(trainer, ids, mask, width, packed=False), plain, mask, width)
 
 
 def test_packed_gradients_equal_the_padded_layouts_through_a_lora_adapter(tmp_path):
@@ -204,3 +215,63 @@ def test_micro_batches_of_the_same_rows_are_the_same_trees_in_any_row_order():
     shuffled = random.Random(0).sample(order, len(order))
     kwargs = dict(budget=120, prompts=prompts, pack_length=60)
     assert pack_micro_batches(lengths, shuffled, **kwargs) == pack_micro_batches(lengths, order, **kwargs)
+
+
+@pytest.mark.parametrize("pack_length", [None, 60])
+def test_micro_batches_hold_at_most_the_budget_in_row_tokens_and_in_stacked_positions(pack_length):
+    # Attention by rows gathers each row in full, so a micro-batch's rows (each path: prompt, then its scored
+    # tokens but the last) stay within the budget, as do its stacked sequences (count x longest).
+    rows = _rows(5, n=40)
+    lengths = [(len(p), len(c)) for p, c in rows]
+    budget = 150
+    bins = pack_micro_batches(lengths, range(len(rows)), budget, prompts=[p for p, _ in rows], pack_length=pack_length)
+    assert sorted(i for b in bins for i in b) == list(range(len(rows))) and len(bins) > 1
+    for members in bins:
+        batch = [rows[i] for i in members]
+        assert sum(len(p) - 1 + max(len(c), 1) for p, c in batch) <= budget
+        packed = pack_rows(batch, pack_length, max_row_tokens=budget)
+        assert packed.computed <= budget
+        if pack_length is None:  # no cut: one sequence, no padding
+            assert packed.input_ids.shape[0] == 1 and packed.computed == packed.tokens == packed_tokens(batch)
+
+
+def test_sdpa_attends_by_row_paths_without_an_l_by_l_mask():
+    rows = _rows(6)
+    packed = pack_rows(rows)
+    mask = packing.attention_for(packed, "sdpa", torch.float32)
+    length = packed.input_ids.shape[1]
+    assert mask.shape == (1, 1, length, length) and mask.stride() == (0, 0, 0, 0)  # one element, viewed
+    # Each row's path, gathered, is the row's own tokens in order: its prompt, then its completion but the last.
+    flat_tokens = packed.input_ids.flatten()
+    paths = {tuple(flat_tokens[index].tolist()) for bucket in mask.row_paths.gather for index in bucket}
+    for prompt, completion in rows:
+        path = (*prompt, *completion[:-1]) if completion else tuple(prompt)
+        assert any(p[: len(path)] == path for p in paths)
+    # Every position takes its output from a gathered row at its own depth: the same token.
+    outputs = torch.cat([flat_tokens[index].flatten() for index in mask.row_paths.gather])
+    assert outputs[mask.row_paths.scatter[: packed.tokens]].equal(flat_tokens[: packed.tokens])
+    # A mask that carries row paths runs no other way: with a KV cache its keys are not its queries.
+    query = torch.zeros(1, 2, length, 4)
+    with pytest.raises(ValueError, match="KV cache"):
+        packing.tree_attention(torch.nn.Module(), query, torch.zeros(1, 2, length + 1, 4), query, mask)
+
+
+def test_the_fused_lm_head_projects_only_the_scored_positions(trainer, monkeypatch):
+    import trl.trainer.utils as trl_utils
+
+    seen = []
+    chunked = trl_utils._ChunkedLogProbFunction
+
+    class Recording(chunked):
+        @staticmethod
+        def forward(ctx, hidden, *args):
+            seen.append(hidden.shape[0])
+            return chunked.forward(ctx, hidden, *args)
+
+    monkeypatch.setattr(trl_utils, "_ChunkedLogProbFunction", Recording)
+    rows = _rows(7)
+    ids, mask, width = _padded(rows)
+    trainer._packed = True
+    with torch.no_grad():
+        trainer._get_per_token_logps_and_entropies(trainer.model, ids, mask, width)
+    assert seen == [sum(len(c) for _, c in rows)]  # not every position of the packed sequence

@@ -28,7 +28,7 @@ def test_parameter_counts_match_the_published_sizes():
 def test_plan_of_the_paper_config_equals_the_hand_count_of_docs_training_md():
     # docs/training.md, "Precision and memory": Qwen2.5-1.5B-Instruct, P = 1,543,714,304 parameters,
     # h = 1536, L = 28, I = 8960, k = 256, V = 151,936; T = 16,384 computed tokens in the packed layout
-    # (sequences of at most l = 512), where up to C = T = 16,384 can be completion tokens.
+    # (attention by rows under SDPA), where up to C = T = 16,384 can be completion tokens.
     fields = yaml.safe_load((ROOT / "configs" / "alfworld_gaca.yaml").read_text())
     plan = plan_for_fields(fields, gpu_mem_gb=80)
     P, GiB = 1_543_714_304, 1024**3
@@ -40,18 +40,24 @@ def test_plan_of_the_paper_config_equals_the_hand_count_of_docs_training_md():
         "reference_model": 4 * P / GiB,  # 5.75: beta 0.01 without LoRA, loaded like the policy
         # 2.63 (float32 residual stream, one hidden state per layer) + 1.48 (one bf16 layer in full)
         "activations": (4 * 16384 * 1536 * 28 + 2 * 16384 * (8 * 1536 + 2 * 256 + 4 * 8960)) / GiB,
-        "packed_mask": 16384 * 512 / GiB,  # 0.01: the stacked sequences' boolean tree mask, T x l bytes
+        # 0.11: one layer's gathered queries (h), keys and values (2k) and SDPA output (h) in bf16
+        "row_attention": 2 * 16384 * (2 * 1536 + 2 * 256) / GiB,
+        "packed_mask": 0.0,  # SDPA: no [L, L] tree mask
         # 0.25 (tile) + 0.09 (weight slice) + 0.09 (hidden-state gradient) + 0.87 (head gradient)
         "lm_head": (2 * 4096 * 32768 + 2 * 32768 * 1536 + 4 * 16384 * 1536 + 4 * 151936 * 1536) / GiB,
         "vllm": 0.4 * 80,  # vllm_gpu_memory_utilization x GPU memory
         "vllm_cuda_graphs": 1.0,
     }
     assert plan == pytest.approx({**hand, "total": sum(hand.values())})
-    assert plan["total"] == pytest.approx(70.05, abs=0.01)
-    # The padded layout: no mask, and at most C = (16384 // (256 + 512)) x 512 = 10,752 completion tokens.
+    assert plan["total"] == pytest.approx(70.15, abs=0.01)
+    # The padded layout: no rows gathered, and at most C = (16384 // (256 + 512)) x 512 = 10,752 completion tokens.
     padded = plan_for_fields({**fields, "update_layout": "padded"}, gpu_mem_gb=80)
-    assert padded["packed_mask"] == 0.0 and padded["lm_head"] == pytest.approx(hand["lm_head"] - 4 * 5632 * 1536 / GiB)
+    assert padded["packed_mask"] == padded["row_attention"] == 0.0
+    assert padded["lm_head"] == pytest.approx(hand["lm_head"] - 4 * 5632 * 1536 / GiB)
     assert padded["total"] == pytest.approx(70.01, abs=0.01)
+    # Eager attention: the stacked sequences of at most l = 512 positions take a boolean tree mask, T x l bytes.
+    eager = plan_for_fields({**fields, "attn_implementation": "eager"}, gpu_mem_gb=80)
+    assert eager["packed_mask"] == pytest.approx(16384 * 512 / GiB) and eager["row_attention"] == 0.0
 
 
 def test_precision_reference_model_sleep_mode_and_zero3_change_the_plan_as_documented():
