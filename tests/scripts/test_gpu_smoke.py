@@ -99,8 +99,8 @@ def test_the_smoke_run_passes_from_the_wheelhouse_over_an_image_of_torch_transfo
     assert Path(report["gaca_from"]) == tmp_path / "site" / "site-packages"  # its wheel's, not the checkout's
     assert report["rows_per_iteration"] == [80.0, 80.0]  # 4 tasks x 4 rollouts x 5 steps
     assert all(t > 0 for t in report["rollout_tokens_per_s"] + report["update_tokens_per_s"])
-    # Packed first: its micro-batches stack sequences of prefix trees of at most 512 positions and fill the
-    # 1,024-token budget to within one sequence; the padded layout's fill it to within one row (+ 16 tokens).
+    # Packed first: a micro-batch's rows hold at most the 1,024-token budget in full, laid out as one sequence of
+    # prefix trees that computes less (shared prompts once); the padded layout's fill it to within one row.
     assert report["update_layout"] == "packed" and set(report["layouts"]) == {"packed", "padded"}
     packed, padded = report["layouts"]["packed"], report["layouts"]["padded"]
     assert 1024 - 512 < packed["largest_micro_batch_tokens"] <= 1024
