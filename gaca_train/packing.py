@@ -36,6 +36,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 from transformers import AttentionInterface
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
@@ -201,22 +202,24 @@ def pack_rows(
         previous: Sequence[int] = ()
         for i in members:
             prompt, completion = rows[i]
-            shared, tail = prompt[:-1], [prompt[-1], *completion[:-1]]
+            shared = prompt[:-1]
             common = common_prefix(previous, shared)
             _close(current, open_nodes, common)
-            del open_nodes[common:]
-            for depth, token in enumerate([*shared[common:], *tail], start=common):
-                open_nodes.append(len(current["tokens"]))
-                current["tokens"].append(int(token))
-                current["depth"].append(depth)
-                current["end"].append(-1)
-                current["label"].append(-100)
-                current["owner"].append(len(paths))
+            # The row's new positions: its shared part after the common prefix, then its tail (last prompt
+            # token, completion but the last), at depths common, common + 1, ...
+            new = [*shared[common:], prompt[-1], *completion[:-1]]
+            first, count = len(current["tokens"]), len(new)
+            open_nodes[common:] = range(first, first + count)
+            current["tokens"] += map(int, new)
+            current["depth"] += range(common, common + count)
+            current["end"] += [-1] * count
+            current["label"] += [-100] * count
+            current["owner"] += [len(paths)] * count
             paths.append((len(sequences) - 1, list(open_nodes)))
+            tail = first + len(shared) - common  # the position scored on completion[0]
             for column, token in enumerate(completion):
-                position = open_nodes[len(shared) + column]
-                current["label"][position] = int(token)
-                scored.append((i, column, len(sequences) - 1, position))
+                current["label"][tail + column] = int(token)
+                scored.append((i, column, len(sequences) - 1, tail + column))
             previous = shared
         _close(current, open_nodes, 0)
     return _tensors(sequences, scored, paths, pad_id)
@@ -224,30 +227,36 @@ def pack_rows(
 
 def _close(sequence: dict[str, list[int]], open_nodes: list[int], keep: int) -> None:
     """Ends the subtrees of the open positions deeper than ``keep``: later positions are not their descendants."""
+    end, size = sequence["end"], len(sequence["tokens"])
     for position in open_nodes[keep:]:
-        sequence["end"][position] = len(sequence["tokens"])
+        end[position] = size
+
+
+def _long(values: Sequence[int]) -> torch.Tensor:
+    """An int64 tensor of a list of ints (through NumPy: many times faster than ``torch.tensor`` on a list)."""
+    return torch.from_numpy(np.asarray(values, dtype=np.int64))
 
 
 def _row_paths(sequences: list[dict[str, list[int]]], paths: list[tuple[int, list[int]]], length: int) -> RowPaths:
     """The :class:`RowPaths` of packed sequences of ``length`` positions."""
-    gather, start = [], [0] * len(paths)  # start: where a path's outputs begin in the buckets' outputs
+    gather, start = [], np.zeros(len(paths), dtype=np.int64)  # start: where a path's outputs begin
     offset = 0
     for bucket in prefill_buckets([len(positions) for _, positions in paths]):
         width = len(paths[bucket[0]][1])
-        index = torch.empty((len(bucket), width), dtype=torch.long)
+        index = np.empty((len(bucket), width), dtype=np.int64)
         for r, p in enumerate(bucket):
             s, positions = paths[p]
-            flat = [s * length + position for position in positions]
-            index[r] = torch.tensor(flat + flat[-1:] * (width - len(flat)))
+            index[r, : len(positions)] = positions
+            index[r, len(positions) :] = positions[-1]
+            index[r] += s * length
             start[p] = offset + r * width
-        gather.append(index)
+        gather.append(torch.from_numpy(index))
         offset += len(bucket) * width
-    scatter = torch.zeros(len(sequences) * length, dtype=torch.long)
+    scatter = np.zeros(len(sequences) * length, dtype=np.int64)
     for s, sequence in enumerate(sequences):
-        if sequence["owner"]:
-            owner = torch.tensor([start[p] for p in sequence["owner"]])
-            scatter[s * length : s * length + len(owner)] = owner + torch.tensor(sequence["depth"])
-    return RowPaths(gather, scatter)
+        n = len(sequence["owner"])
+        scatter[s * length : s * length + n] = start[sequence["owner"]] + np.asarray(sequence["depth"])
+    return RowPaths(gather, torch.from_numpy(scatter))
 
 
 def _tensors(
@@ -265,12 +274,12 @@ def _tensors(
     end = torch.arange(1, length + 1).repeat(count, 1)
     for s, sequence in enumerate(sequences):
         n = len(sequence["tokens"])
-        input_ids[s, :n] = torch.tensor(sequence["tokens"])
-        position_ids[s, :n] = torch.tensor(sequence["depth"])
-        labels[s, :n] = torch.tensor(sequence["label"])
-        end[s, :n] = torch.tensor(sequence["end"])
-    row, column, s, position = (torch.tensor(x, dtype=torch.long) for x in zip(*scored, strict=True)) if scored else (
-        torch.zeros(0, dtype=torch.long) for _ in range(4)
+        input_ids[s, :n] = _long(sequence["tokens"])
+        position_ids[s, :n] = _long(sequence["depth"])
+        labels[s, :n] = _long(sequence["label"])
+        end[s, :n] = _long(sequence["end"])
+    row, column, s, position = (
+        _long(np.asarray(scored, dtype=np.int64).reshape(-1, 4)[:, k]) for k in range(4)
     )  # fmt: skip
     return PackedRows(
         input_ids=input_ids,
