@@ -272,8 +272,8 @@ def test_quickstart_sft_loss_defaults_to_the_whole_text_on_alfworld_only():
 
 # The reduced demo of issue 18 (item 5): the quickstart's whole pipeline (tiny model, SFT warm start,
 # GACATrainer with GACA, success measured before and after) on the diagnostic CriticalChain env, a
-# run of about 2 minutes. The ALFWorld demo's own gain (+0.136 on average, +0.109 on its weakest seed)
-# takes 60 iterations and about 10 minutes (docs/BENCHMARKS.md); this test checks the same pipeline faster.
+# run of about 2 minutes. The ALFWorld demo's own gain (+0.134 on average, +0.0996 on its weakest seed)
+# takes 60 iterations and about 8 minutes (docs/BENCHMARKS.md); this test checks the same pipeline faster.
 # Train-success gains of seeds 0-4 at the shipped defaults, per thread count: `OMP_NUM_THREADS=<n> .venv/bin/python
 # scripts/quickstart_cpu.py --env GACA-CriticalChain-v0 --seeds 0-4 --out <dir>` (docs/BENCHMARKS.md, "CPU
 # quickstart on CriticalChain"):
