@@ -123,10 +123,10 @@ def test_packed_log_probs_entropies_and_gradients_equal_the_padded_layouts(train
     rows = _rows(seed)
     ids, mask, width = _padded(rows)
     padded = _logps_and_grads(trainer, ids, mask, width, packed=False)
-    for max_length in (512, 40, 12):  # one sequence; several; rows longer than a sequence, one each
+    for max_length in (None, 40, 12):  # one sequence; several; rows longer than a sequence, one each
         trainer._pack_length = max_length
         _assert_equal_passes(_logps_and_grads(trainer, ids, mask, width, packed=True), padded, mask, width)
-    trainer._pack_length = 512
+    trainer._pack_length = None
     # The packed pass computed fewer positions than the padded one.
     trainer._computed_tokens = 0
     trainer._packed = True
@@ -275,3 +275,22 @@ def test_the_fused_lm_head_projects_only_the_scored_positions(trainer, monkeypat
     with torch.no_grad():
         trainer._get_per_token_logps_and_entropies(trainer.model, ids, mask, width)
     assert seen == [sum(len(c) for _, c in rows)]  # not every position of the packed sequence
+
+
+def test_eager_attention_takes_the_tree_mask_in_stacked_sequences(trainer):
+    # Eager attention has no attention by rows: it reads the additive [L, L] tree mask, in sequences of at most
+    # pack_length positions (40 here: several stacked sequences).
+    ids, mask, width = _padded(_rows(8))
+    with packing._attention_implementation(trainer.model, "eager"):
+        assert packing.attention_of(trainer.model) == "eager"
+        padded = _logps_and_grads(trainer, ids, mask, width, packed=False)
+        trainer._pack_length = 40
+        try:
+            packed = _logps_and_grads(trainer, ids, mask, width, packed=True)
+        finally:
+            trainer._pack_length = None
+    _assert_equal_passes(packed, padded, mask, width)
+    layout = pack_rows(_rows(8), 40)
+    additive = packing.attention_for(layout, "eager", torch.float32)
+    assert layout.input_ids.shape[0] > 1 and not hasattr(additive, "row_paths")
+    assert additive.shape == layout.attend.shape and (additive == 0).equal(layout.attend)
