@@ -25,7 +25,7 @@ dense [L, L] matrix: there trees are cut into sequences of at most ``max_length`
 that does not fit starts a new sequence, which computes its prefix again), stacked with a little
 padding, because dense attention over one long sequence costs its length squared.
 
-Pure torch; the model is any causal LM whose forward takes ``attention_mask`` as a 4D mask (SDPA or
+Torch and NumPy; the model is any causal LM whose forward takes ``attention_mask`` as a 4D mask (SDPA or
 eager attention) and TRL's fused LM head (``fused_lm_head=True`` with ``shift_labels``).
 """
 
