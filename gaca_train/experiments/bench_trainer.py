@@ -32,6 +32,9 @@ same run (:mod:`gaca_train.flops`: each row's own work, so layouts compare on eq
 process's peak resident memory. The target of issue 6 is env + advantage + other under 10% of the
 iteration.
 
+With ``--profile N`` each run also profiles its last iteration (``torch.profiler``, CPU) and prints the N
+operators that took the most of its CPU time, with their share (``profile`` in the JSON's runs).
+
 With ``--compare`` each repeat also times the layout and sampler of before the packed update (``update_layout:
 padded``, ``hf_sampler: generate``), alternating with the current defaults, and prints the medians and
 their ratio::
@@ -59,6 +62,33 @@ from gaca_train.flops import ModelShape, forward_flops, matmul_peak
 from gaca_train.rollout import prompt_templates
 from gaca_train.tiny import build_tiny_model, build_tokenizer, cpu_run_defaults, torch_threads
 from gaca_train.trainer import GACATrainer
+
+
+class _LastIterationProfile(TrainerCallback):
+    """``torch.profiler`` over the last iteration: the ``top`` operators by self CPU time and their share."""
+
+    def __init__(self, last: int, top: int) -> None:
+        self.last, self.top = last, top
+        self.table: list[dict[str, Any]] = []
+        self._profiler: Any = None
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        if state.global_step == self.last - 1:
+            from torch.profiler import ProfilerActivity, profile
+
+            self._profiler = profile(activities=[ProfilerActivity.CPU])
+            self._profiler.__enter__()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self._profiler is None:
+            return
+        self._profiler.__exit__(None, None, None)
+        events = self._profiler.key_averages()
+        total = sum(e.self_cpu_time_total for e in events) or 1.0
+        ranked = sorted(events, key=lambda e: e.self_cpu_time_total, reverse=True)[: self.top]
+        self.table = [{"op": e.key, "seconds": e.self_cpu_time_total / 1e6, "share": e.self_cpu_time_total / total}
+                      for e in ranked]  # fmt: skip
+        self._profiler = None
 
 
 class _IterationTimer(TrainerCallback):
@@ -137,7 +167,7 @@ def _run(args: argparse.Namespace, micro_batch_tokens: int | None, overrides: di
     with tempfile.TemporaryDirectory() as out:
         if getattr(args, "config", None):
             model, tokenizer, config = _from_config(args, micro_batch_tokens, out, overrides)
-            return _timed(model, tokenizer, config)
+            return _timed(model, tokenizer, config, getattr(args, "profile", 0))
         env_kwargs = {"horizon": args.horizon, "num_branches": 2, "num_tasks": 100}
         tokenizer = build_tokenizer(_corpus(env_kwargs))
         model = build_tiny_model(tokenizer, hidden_size=args.hidden_size, num_layers=args.num_layers)
@@ -162,13 +192,18 @@ def _run(args: argparse.Namespace, micro_batch_tokens: int | None, overrides: di
             oracle_continuations=args.oracle_continuations,
             **{**cpu_run_defaults(), **overrides},
         )
-        return _timed(model, tokenizer, config)
+        return _timed(model, tokenizer, config, getattr(args, "profile", 0))
 
 
-def _timed(model: Any, tokenizer: Any, config: GACAConfig) -> dict[str, Any]:
-    """Trains ``model`` under ``config``; mean seconds per component over the iterations after the first."""
+def _timed(model: Any, tokenizer: Any, config: GACAConfig, profile: int = 0) -> dict[str, Any]:
+    """Trains ``model`` under ``config``; mean seconds per component over the iterations after the first.
+
+    ``profile``: also profile the last iteration and keep its ``profile`` top operators.
+    """
     timer = _IterationTimer()
-    trainer = GACATrainer(model=model, args=config, processing_class=tokenizer, callbacks=[timer])
+    profiler = _LastIterationProfile(config.max_steps, profile) if profile else None
+    callbacks = [timer] + ([profiler] if profiler else [])
+    trainer = GACATrainer(model=model, args=config, processing_class=tokenizer, callbacks=callbacks)
     trainer.train()
     every = [log for log in trainer.state.log_history if "time/rollout" in log]
     logs = every[1:]
@@ -195,6 +230,8 @@ def _timed(model: Any, tokenizer: Any, config: GACAConfig) -> dict[str, Any]:
     parts["update_tokens_per_s"] = statistics.mean(log["throughput/update_tokens_per_s"] for log in logs)
     parts.update(_work(trainer.model.config, config, logs, parts))
     parts["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    if profiler is not None:
+        parts["profile"] = profiler.table
     if config.branching != "off":  # snapshots saved in wave 1 and restored in wave 2 (part of env)
         parts["snapshot"] = statistics.mean(log["branch/snapshot_seconds"] for log in logs)
         parts["snapshots_per_iteration"] = statistics.mean(log["branch/snapshots"] for log in logs)
@@ -312,6 +349,13 @@ def main(argv: list[str] | None = None) -> None:
         help="also time update_layout: padded with hf_sampler: generate, alternating with the defaults",
     )
     parser.add_argument("--repeats", type=int, default=1, help="runs of each setting, medians reported")
+    parser.add_argument(
+        "--profile",
+        type=int,
+        default=0,
+        metavar="N",
+        help="print the N operators with most CPU time of each run's last iteration",
+    )
     args = parser.parse_args(argv)
     if args.micro_batch_tokens is None:
         args.micro_batch_tokens = [None] if args.config else [512, 4096]
@@ -325,6 +369,8 @@ def main(argv: list[str] | None = None) -> None:
         for _ in range(args.repeats):
             for name, overrides in variants.items():
                 runs[name].append(run(args, budget, overrides))
+                for row in runs[name][-1].get("profile", []):
+                    print(f"profile, {name}: {row['op']:<60} {row['seconds']:8.3f} s {row['share']:6.1%}")
         for name, parts_list in runs.items():
             parts = _median(parts_list)
             results[f"{budget}/{name}"] = {"median": parts, "runs": parts_list}

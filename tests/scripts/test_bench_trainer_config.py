@@ -73,3 +73,16 @@ def test_compare_times_the_padded_layout_and_generate_against_the_defaults_on_eq
     assert now["generation_computed_tokens"] < before["generation_computed_tokens"]
     printed = capsys.readouterr().out
     assert "current / before (medians): iteration" in printed and "of matmul peak" in printed
+
+
+def test_profile_lists_the_last_iterations_top_operators_by_cpu_time(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    bench_trainer.main(["--iterations", "1", "--tasks", "2", "--rollouts", "2", "--horizon", "3", "--max-env-steps",
+                        "2", "--max-completion-length", "4", "--hidden-size", "16", "--num-layers", "1", "--threads",
+                        "1", "--micro-batch-tokens", "4096", "--profile", "5", "--json", str(out)])  # fmt: skip
+    rows = json.loads(out.read_text())["4096/current"]["runs"][0]["profile"]
+    assert len(rows) == 5 and all(r["seconds"] > 0 for r in rows)
+    shares = [r["share"] for r in rows]
+    assert shares == sorted(shares, reverse=True) and 0 < sum(shares) <= 1
+    assert all(r["op"] for r in rows)
+    assert f"profile, current: {rows[0]['op']}" in capsys.readouterr().out
