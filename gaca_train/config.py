@@ -14,6 +14,7 @@ from gaca_train.advantages import ESTIMATORS, EstimatorConfig
 from gaca_train.branching import Branching
 from gaca_train.oracle import OracleConfig
 from gaca_train.rollout import ACTION_LIST_STYLES
+from gaca_train.sampling import check_generation_kwargs
 
 # The estimator options of METHOD.md: GACAConfig inherits them from EstimatorConfig.
 ESTIMATOR_FIELDS: tuple[str, ...] = EstimatorConfig.option_names()
@@ -309,12 +310,19 @@ class GACAConfig(GRPOConfig, EstimatorConfig):
             self.num_generations_eval = 1  # validation plays each eval task eval_rollouts_per_task times itself
         world_size = int(os.environ.get("WORLD_SIZE", "1"))
         self._derive_trl_batch_fields(world_size)
+        if self.activation_checkpointing is None:
+            # TRL 1.16's GRPOConfig gives transformers 5's deprecated `gradient_checkpointing` a default of its own,
+            # so transformers would warn on every config, set or not: the value moves to the new name, which
+            # transformers then mirrors back to the old one (what TRL's trainer reads).
+            self.activation_checkpointing = self.gradient_checkpointing
         super().__post_init__()
         if self.world_size != world_size:
             raise ValueError(
                 f"WORLD_SIZE={world_size} but the run has {self.world_size} processes; "
                 "launch with accelerate launch or torchrun"
             )
+        if self.hf_sampler == "lean" and not self.use_vllm:
+            check_generation_kwargs(self.generation_kwargs)  # a refused option stops the run here, not at a rollout
 
     def _derive_trl_batch_fields(self, world_size: int) -> None:
         """Sets TRL's batch fields from the GACA ones (see the class docstring); raises if they were set."""
