@@ -7,8 +7,9 @@ import json
 import math
 import sys
 import time
+import warnings
 from collections import defaultdict, deque
-from contextlib import contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -828,17 +829,26 @@ class GACATrainer(GRPOTrainer):
             with self._vllm_awake():
                 yield None
             return
-        with (
-            unwrap_model_for_generation(
-                self.model_wrapped,
-                self.accelerator,
-                gather_deepspeed3_params=self.args.ds3_gather_for_generation,
-                generation_kwargs=self.generation_kwargs,
-                gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs,
-            ) as unwrapped,
-            torch.no_grad(),
-            self._dist.summon_full_params(self.model_wrapped, recurse=False),
-        ):
+        with ExitStack() as stack:
+            with warnings.catch_warnings():
+                # TRL 1.16's unwrap_model_for_generation reads transformers 5's deprecated `is_gradient_checkpointing`
+                # on entry (a FutureWarning at the first rollout), and nothing on our side can pass the new name:
+                # drop this filter with the TRL pin once TRL reads `is_activation_checkpointing`. Only that
+                # warning, only while TRL's context is entered.
+                warnings.filterwarnings(
+                    "ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning
+                )
+                unwrapped = stack.enter_context(
+                    unwrap_model_for_generation(
+                        self.model_wrapped,
+                        self.accelerator,
+                        gather_deepspeed3_params=self.args.ds3_gather_for_generation,
+                        generation_kwargs=self.generation_kwargs,
+                        gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs,
+                    )
+                )
+            stack.enter_context(torch.no_grad())
+            stack.enter_context(self._dist.summon_full_params(self.model_wrapped, recurse=False))
             yield unwrapped
 
     @contextmanager

@@ -201,7 +201,7 @@ def sft_warm_start(
         report_to="none",
         bf16=False,
         use_cpu=cpu,
-        gradient_checkpointing=False,
+        activation_checkpointing=False,  # transformers 5 deprecates the old name
         seed=seed,
         completion_only_loss=completion_only,
         disable_tqdm=True,
