@@ -42,7 +42,7 @@ from transformers.trainer_callback import PrinterCallback
 import gaca_envs  # noqa: F401  (registers the GACA env ids)
 from gaca_envs.task_env import split_task_ids
 from gaca_train.cli_utils import add_deprecated_alias, parse_seeds, warn_deprecated
-from gaca_train.eval_report import t975
+from gaca_train.experiments.seed_tables import compare_with_reference, machine, seed_table, seeds_markdown
 from gaca_train.experiments.warm_start import expert_steps, sft_warm_start
 from gaca_train.rollout import PromptBuilder
 
@@ -60,8 +60,6 @@ ENV_DEFAULTS = {
     "criticalchain": {"fork_noise": 1.0, "eval_episodes": 16, "sft_steps": 600, "searching": 0.0, "invalid_noise": 0.0,
                       "step_noise": 0.0, "demos_per_task": 8, "sft_loss": "completion"},
 }  # fmt: skip
-# The measured seed sweep of the default ALFWorld demo (`--seeds 0-4`), quoted by every single run's summary.
-REFERENCE = ROOT / "docs" / "quickstart_seeds.json"
 # What makes two runs comparable with the reference table (everything but the seed and the output folder).
 _SETTINGS = ("env", "config", "estimator", "iterations", "sft_steps", "sft_lr", "sft_loss", "hidden_size",
              "eval_episodes", "train_games", "eval_games", "train_eval_tasks", "fork_noise", "step_noise",
@@ -304,11 +302,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def write_summary(
     fields: dict, before: dict, after: dict, n_pairs: int, seconds: float, out: Path, run_settings: dict
 ) -> dict:
-    """Writes ``<out>/summary.json`` (headline split first in ``before``) and prints the before/after lines."""
+    """Writes ``<out>/summary.json`` (headline split first in ``before``) and prints the before/after lines.
+
+    The summary records the run's seed and :func:`~gaca_train.experiments.seed_tables.machine` (CPU model and
+    capability, torch threads, versions), on which its digits depend.
+    """
     splits = list(before)
     summary = {
         "env": fields["env_id"],
         "estimator": fields["estimator"],
+        "seed": fields["seed"],
         "iterations": fields["max_steps"],
         "sft_pairs": n_pairs,
         "before": before[splits[0]],
@@ -316,6 +319,7 @@ def write_summary(
         "by_split": {s: {"before": before[s], "after": after[s]} for s in splits},
         "seconds": seconds,
         "settings": run_settings,
+        "machine": machine(),
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
     lines = [
@@ -358,16 +362,6 @@ class ProgressBar(TrainerCallback):
             self.bar.close()
 
 
-def mean_ci(values: list[float]) -> tuple[float, float]:
-    """Mean and the half-width of its 95% Student t-interval (0 for one value)."""
-    n = len(values)
-    mean = sum(values) / n
-    if n < 2:
-        return mean, 0.0
-    sd = (sum((v - mean) ** 2 for v in values) / (n - 1)) ** 0.5
-    return mean, t975(n - 1) * sd / n**0.5
-
-
 def settings(args: argparse.Namespace) -> dict:
     """The run settings that a comparison with the reference table must share.
 
@@ -387,74 +381,13 @@ def sweep(argv: list[str], seeds: list[int], out: Path) -> dict:
         summary = main([*argv, "--seed", str(seed), "--out", str(out / f"seed{seed}")])
         runs.append({"seed": seed, "before": summary["before"]["success_rate"],
                      "after": summary["after"]["success_rate"], "seconds": summary["seconds"]})  # fmt: skip
-    table = {"seeds": seeds, "runs": runs, "settings": summary["settings"], "episodes": summary["before"]["episodes"]}
-    table["cpu"] = cpu_model()  # the warm start's float kernels, and so every digit, depend on it
-    for key in ("before", "after", "gain"):
-        values = [r["after"] - r["before"] if key == "gain" else r[key] for r in runs]
-        mean, half = mean_ci(values)
-        table[key] = {"mean": mean, "ci95": half, "min": min(values), "max": max(values)}
+    # The warm start's float kernels, and so every digit, depend on the machine: the table records it.
+    table = seed_table(runs, summary["settings"], summary["before"]["episodes"], summary.get("machine") or machine())
     out.mkdir(parents=True, exist_ok=True)
     (out / "seeds.json").write_text(json.dumps(table, indent=2))
     (out / "seeds.md").write_text(seeds_markdown(table))
     print("\n" + seeds_markdown(table))
     return table
-
-
-def seeds_markdown(table: dict) -> str:
-    """The sweep as Markdown: one row per seed, then mean ± 95% t-interval of before, after and the gain."""
-    split = "valid_seen" if table.get("settings", {}).get("env", "alfworld") == "alfworld" else "train"
-    lines = [f"| seed | {split} success before RL | after RL | gain (after - before) | seconds |",
-             "|---|---|---|---|---|"]  # fmt: skip
-    lines += [f"| {r['seed']} | {r['before']:.3f} | {r['after']:.3f} | {r['after'] - r['before']:+.3f} | "
-              f"{r['seconds']:.0f} |" for r in table["runs"]]  # fmt: skip
-    cells = [f"{table[k]['mean']:+.3f} ± {table[k]['ci95']:.3f}" if k == "gain" else
-             f"{table[k]['mean']:.3f} ± {table[k]['ci95']:.3f}" for k in ("before", "after", "gain")]  # fmt: skip
-    lines.append(f"| mean ± 95% CI ({len(table['runs'])} seeds) | {' | '.join(cells)} | |")
-    lines.append(f"| range | {table['before']['min']:.3f} - {table['before']['max']:.3f} | "
-                 f"{table['after']['min']:.3f} - {table['after']['max']:.3f} | "
-                 f"{table['gain']['min']:+.3f} - {table['gain']['max']:+.3f} | |")  # fmt: skip
-    return "\n".join(lines) + f"\n\n({table['episodes']} {split} episodes per measurement.)\n"
-
-
-def compare_with_reference(summary: dict) -> str:
-    """A line placing this run's held-out gain in the reference seed table (when the settings match)."""
-    if not REFERENCE.exists():
-        return "no reference seed table (docs/quickstart_seeds.json) to compare with"
-    table = json.loads(REFERENCE.read_text())
-    if {k: v for k, v in table["settings"].items() if k != "warm_start"} != {
-        k: v for k, v in summary["settings"].items() if k != "warm_start"
-    }:
-        return "settings differ from the reference seed table (docs/quickstart_seeds.json): no comparison"
-    gain = summary["after"]["success_rate"] - summary["before"]["success_rate"]
-    g = table["gain"]
-    where = "within" if g["min"] - 1e-9 <= gain <= g["max"] + 1e-9 else "outside"
-    line = (
-        f"reference, seeds {table['seeds'][0]}-{table['seeds'][-1]} (docs/BENCHMARKS.md): gain {g['mean']:+.3f} ± "
-        f"{g['ci95']:.3f} (95% CI), range {g['min']:+.3f} to {g['max']:+.3f}; this run's {gain:+.3f} is {where} "
-        "that range"
-    )
-    cpu, reference_cpu = cpu_model(), table.get("cpu")
-    if cpu is not None and reference_cpu is not None:
-        line += f"\n(the table comes from one machine, CPU {reference_cpu}; "
-        if cpu == reference_cpu:
-            line += "on this CPU model, 2 threads and constraints.txt's versions repeat a seed's row digit for digit)"
-        else:
-            line += (
-                f"this CPU is {cpu}, whose kernels give another warm start and another path, as another seed "
-                "would: expect a gain of +0.10 or more, not the table's digits)"
-            )
-    return line
-
-
-def cpu_model() -> str | None:
-    """This machine's CPU model name (Linux ``/proc/cpuinfo``), or None where it cannot be read."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        return None
-    return None
 
 
 def main(argv: list[str] | None = None) -> dict:
