@@ -11,13 +11,12 @@ heading of the target file (GitHub's slugs).
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
-from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
 
 import pytest
+
+from tests.script_probe import script_report
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCHMARKS = ROOT / "docs" / "BENCHMARKS.md"
@@ -77,15 +76,6 @@ def anchors(path: Path) -> frozenset[str]:
 
 
 @cache
-def help_text(script: str) -> str:
-    """What ``python scripts/<script> --help`` prints."""
-    result = subprocess.run(
-        [sys.executable, f"scripts/{script}", "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120
-    )
-    assert result.returncode == 0, f"scripts/{script} --help failed:\n{result.stderr[-2000:]}"
-    return result.stdout
-
-
 def test_github_slug_matches_the_anchors_the_readme_uses():
     assert (
         github_slug("CPU quickstart on ALFWorld (the default, `make demo`): what RL changes")
@@ -141,8 +131,9 @@ def test_benchmarks_commands_use_flags_their_scripts_accept():
     commands = script_commands(BENCHMARKS.read_text(encoding="utf-8"))
     scripts = sorted({script for script, _ in commands if script.endswith(".py")})
     assert len(scripts) >= 5, scripts
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        helps = dict(zip(scripts, pool.map(help_text, scripts)))
+    report = script_report()
+    assert not [s for s in scripts if s in report and not report[s]["stopped"]]  # each --help printed and stopped
+    helps = {script: report[script]["help"] for script in scripts if script in report}
     unknown = []
     for script, args in commands:
         if script not in helps:

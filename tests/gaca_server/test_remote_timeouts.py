@@ -72,6 +72,11 @@ def frozen_server(freeze: str, info: dict) -> Iterator[str]:
         thread.join(10)
 
 
+# Each bound below is the configured time-out plus a second. Measured on one core beside two busy processes
+# (`taskset -c 0`, AMD EPYC VM), every call ended at most 0.03 s after its time-out, and a close took 1e-5 s: the
+# second left over is more than 30x what the clock showed there.
+
+
 def test_a_server_that_never_answers_fails_the_client_within_its_connect_timeout(served_info):
     with frozen_server("accept", served_info) as url:
         tic = time.monotonic()

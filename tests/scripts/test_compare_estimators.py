@@ -1,29 +1,17 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from gaca_train.experiments import study
+
+# The study runs in this process (its runs in a spawned worker, as from the command line): these tests are about
+# what it writes, and a process of its own would only import TRL once more.
 
 
-def test_smoke_study_writes_curves_table_and_plot(tmp_path):
+def test_smoke_study_writes_curves_table_and_plot(tmp_path, capsys):
     out = tmp_path / "study"
-    subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "scripts" / "compare_estimators.py"),
-            "--out",
-            str(out),
-            "--smoke",
-            "--workers",
-            "1",
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
+    study.main(["--out", str(out), "--smoke", "--workers", "1"])
+    assert "| GACA | 2 |" in capsys.readouterr().out
     data = json.loads((out / "results.json").read_text())
     labels = {r["label"] for r in data["results"] if r["study"] == "main"}
     assert labels == {"GRPO", "GiGPO", "GACA", "NLL reweight"}
@@ -35,13 +23,7 @@ def test_smoke_study_writes_curves_table_and_plot(tmp_path):
 
 
 def _alfworld_smoke(out, *extra):
-    subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "compare_estimators.py"), "--setup", "alfworld", "--out", str(out)]
-        + ["--smoke", "--workers", "1", *extra],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
+    study.main(["--setup", "alfworld", "--out", str(out), "--smoke", "--workers", "1", *extra])
     return json.loads((out / "results.json").read_text())
 
 
@@ -83,10 +65,5 @@ def test_alfworld_smoke_study_trains_every_estimator_from_one_warm_start(tmp_pat
     summary = (out / "summary.md").read_text()
     assert "7 of them finished by an earlier invocation" in summary
     (out / "summary.md").unlink()
-    subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "compare_estimators.py"), "--out", str(out), "--report-only"],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
+    study.main(["--out", str(out), "--report-only"])
     assert (out / "summary.md").read_text() == summary  # rebuilt from results.json alone

@@ -73,6 +73,11 @@ def evaluate():
     return evaluate
 
 
+# The bounds below are the 2-s time-out plus 1 s (a latency) or 3 s (a run). Measured on one core beside two busy
+# processes (`taskset -c 0`, AMD EPYC VM), a latency was 0.015 s and a run 0.03 s over the time-out: the margins are
+# more than 30x that.
+
+
 def test_a_trickled_chat_answer_is_cut_at_the_request_timeout(tmp_path, evaluate):
     with trickling_server("chat") as url:
         tic = time.monotonic()

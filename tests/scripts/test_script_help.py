@@ -2,55 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[2]
-SCRIPTS = sorted(p.name for p in (ROOT / "scripts").glob("*.py"))
-
-# Runs each script as __main__ with --help in one interpreter (the heavy imports load once), records the
-# parser that handled it, and reports options without help and scripts that did not stop at --help.
-_PROBE = r"""
-import argparse, contextlib, io, json, runpy, sys
-seen, report = [], {}
-original = argparse.ArgumentParser.parse_known_args
-def recording(self, *args, **kwargs):
-    seen.append(self)
-    return original(self, *args, **kwargs)
-argparse.ArgumentParser.parse_known_args = recording
-for name in sys.argv[1:]:
-    seen.clear()
-    sys.argv = [name, "--help"]
-    out = io.StringIO()
-    try:
-        with contextlib.redirect_stdout(out):
-            runpy.run_path("scripts/" + name, run_name="__main__")
-        stopped = False
-    except SystemExit as e:
-        stopped = e.code in (0, None)
-    parser = seen[0] if seen else None
-    missing = [] if parser is None else [
-        a.option_strings[0] for a in parser._actions if a.option_strings and a.dest != "help" and not a.help
-    ]
-    options = [] if parser is None else [o for a in parser._actions for o in a.option_strings]
-    aliases = {} if parser is None else {
-        a.option_strings[0]: a.help.split("deprecated alias of ", 1)[1] for a in parser._actions
-        if a.option_strings and (a.help or "").startswith("deprecated alias of ")
-    }
-    report[name] = {"stopped": stopped, "usage": out.getvalue().startswith("usage:"), "no_help": missing,
-                    "options": options, "aliases": aliases}
-print("REPORT" + json.dumps(report))
-"""
+from tests.script_probe import SCRIPTS, script_report
 
 
 def test_every_script_prints_its_usage_on_help_and_documents_every_option():
-    result = subprocess.run(
-        [sys.executable, "-c", _PROBE, *SCRIPTS], cwd=ROOT, capture_output=True, text=True, timeout=600
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    report = json.loads(result.stdout.split("REPORT", 1)[1])
+    report = script_report()
     assert sorted(report) == SCRIPTS
     ran = [name for name, entry in report.items() if not (entry["stopped"] and entry["usage"])]
     undocumented = {name: entry["no_help"] for name, entry in report.items() if entry["no_help"]}

@@ -19,14 +19,16 @@ from gaca_envs.alfworld.engines import GameFileError
 from gaca_envs.alfworld.engines.native import NativeEngine
 from gaca_envs.alfworld.engines.textworld import TextWorldEngine
 
-PARITY_GAMES = 30
+# 12 generated games hold every task type and every room kind (kitchen, living room, bedroom, bathroom);
+# scripts/parity_alfworld.py checks the whole generated split and real ALFWorld data (docs/BENCHMARKS.md).
+PARITY_GAMES = 12
 PARITY_STEPS = 15
 REAL_PARITY_GAMES = 6
 
 
 @pytest.fixture(scope="module")
 def parity_root(tmp_path_factory) -> Path:
-    """30 generated train games (every task type, every room kind), for the CI parity subset."""
+    """12 generated train games (every task type, every room kind), for the CI parity subset."""
     from gaca_envs.alfworld.generate import generate
 
     out = tmp_path_factory.mktemp("parity_games")
@@ -36,17 +38,17 @@ def parity_root(tmp_path_factory) -> Path:
 
 @pytest.mark.slow
 def test_parity_subset_matches_textworld(parity_root, monkeypatch, capsys):
-    # The parity check on 30 games: walkthrough + one random walk (admissible, invalid and
+    # The parity check on 12 games: walkthrough + one random walk (admissible, invalid and
     # whitespace-padded commands) per game, every step's text, commands, won, facts, anchor key.
     monkeypatch.setattr(parity, "WALK_STEPS", PARITY_STEPS)
     status = parity.main(["--games", str(PARITY_GAMES), "--walks", "1", "--data", str(parity_root)])
     out = capsys.readouterr().out
     assert status == 0, out
     assert f"parity: {PARITY_GAMES} games" in out and " 0 mismatches" in out
-    kinds = {
-        p.parent.parent.name.split("-")[0] for p in (parity_root / "json_2.1.1" / "train").glob("*/*/game.tw-pddl")
-    }
-    assert len(kinds) == 6
+    folders = [p.parent.parent.name for p in (parity_root / "json_2.1.1" / "train").glob("*/*/game.tw-pddl")]
+    assert len({f.split("-")[0] for f in folders}) == 6  # every task type
+    floor_plans = {int(f.rsplit("-", 1)[1]) for f in folders}  # ALFWorld's: 1-30 kitchens, 201-230 living rooms, ...
+    assert {plan // 100 for plan in floor_plans} == {0, 2, 3, 4}  # every room kind
 
 
 @pytest.mark.slow
