@@ -20,10 +20,14 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 
 from webshop_server import vocab
+from webshop_server.catalog_v1 import DEFAULT_PRODUCTS as V1_DEFAULT_PRODUCTS
+from webshop_server.catalog_v1 import line_products
+from webshop_server.products import embedded_product
 
 ASIN_SPACE = 36**9  # nine base-36 digits after the leading "B", like Amazon's 10-character ASINs
 _ASIN_STEP = 2654435761  # odd and not a multiple of 3, hence coprime to 36**9: i -> asin is one-to-one
 _DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_V1_ASIN_SEED_OFFSET = 500_009  # v1 products get other asins than v0 products of the same index and seed
 
 
 @dataclass
@@ -36,11 +40,14 @@ class Catalog:
         prices: asin -> the price the reward compares with the goal's price bound.
         source: where the catalog came from, e.g. ``"embedded:n=1000,seed=0"`` or a folder.
         human_goals: whether the products carry human-written instructions (original data only).
+        goal_wording: how synthetic goals word their instruction (``webshop_server.goals``):
+            ``"v0"`` (the easy embedded catalog and original data) or ``"v1"`` (the hard one).
     """
 
     products: list[dict]
     source: str
     human_goals: bool = False
+    goal_wording: str = "v0"
     by_asin: dict[str, dict] = field(init=False)
     prices: dict[str, float] = field(init=False)
 
@@ -131,26 +138,9 @@ def generate_product(index: int, seed: int = 0) -> dict:
     ]  # fmt: skip
     low = round(rng.uniform(*ptype.price), 2)
     pricing = [low, round(low * rng.uniform(1.1, 1.6), 2)] if options and rng.random() < 0.3 else [low]
-    return {
-        "asin": make_asin(index, seed),
-        "category": category,
-        "query": ptype.query,
-        "product_category": ptype.path,
-        "name": title,
-        "Title": title,
-        "Description": description,
-        "BulletPoints": bullets,
-        "Reviews": reviews,
-        "Rating": round(sum(r["score"] for r in reviews) / len(reviews), 1) if reviews else "N.A.",
-        "pricing": pricing,
-        "Price": " to ".join(f"${p:.2f}" for p in pricing),
-        "options": options,
-        "option_to_image": {},
-        "Attributes": attrs,
-        "MainImage": "",
-        "instruction_attributes": attrs[: rng.randint(1, min(3, len(attrs)))],
-        "noun": ptype.noun,
-    }
+    product = embedded_product(category, ptype, title, description, bullets, reviews, pricing, options, attrs,
+                               attrs[: rng.randint(1, min(3, len(attrs)))])  # fmt: skip
+    return {"asin": make_asin(index, seed), **product}
 
 
 def generate_catalog(n_products: int = 1000, seed: int = 0) -> Catalog:
@@ -168,6 +158,20 @@ def generate_catalog(n_products: int = 1000, seed: int = 0) -> Catalog:
     return Catalog(
         [generate_product(i, seed) for i in range(n_products)], source=f"embedded:n={n_products},seed={seed}"
     )
+
+
+def generate_catalog_v1(n_products: int = V1_DEFAULT_PRODUCTS, seed: int = 0) -> Catalog:
+    """Generates the hard embedded catalog (:mod:`webshop_server.catalog_v1`): products in lines of 3-8 siblings.
+
+    Raises:
+        ValueError: if ``n_products`` is out of range.
+    """
+    if not 1 <= n_products < ASIN_SPACE:
+        raise ValueError(f"n_products must be between 1 and {ASIN_SPACE - 1}, got {n_products}")
+    products = line_products(n_products, seed)
+    for i, product in enumerate(products):
+        product["asin"] = make_asin(i, seed + _V1_ASIN_SEED_OFFSET)
+    return Catalog(products, source=f"embedded-v1:n={n_products},seed={seed}", goal_wording="v1")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -333,18 +337,21 @@ def load_catalog(
     files: str = "auto",
     human_goals: bool | None = None,
 ) -> Catalog:
-    """Loads a catalog from a spec: ``"embedded"`` (generated) or a folder of original data files.
+    """Loads a catalog from a spec: ``"embedded"`` (generated, easy), ``"embedded-v1"`` (generated,
+    hard: :mod:`webshop_server.catalog_v1`) or a folder of original data files.
 
     ``files`` and ``human_goals`` choose among the original files (:func:`load_original_catalog`).
 
     Raises:
-        FileNotFoundError: if ``spec`` is neither ``"embedded"`` nor an existing folder.
+        FileNotFoundError: if ``spec`` is neither an embedded catalog nor an existing folder.
     """
     if spec == "embedded":
         return generate_catalog(n_products, seed)
+    if spec == "embedded-v1":
+        return generate_catalog_v1(n_products, seed)
     if not os.path.isdir(spec):
         raise FileNotFoundError(
-            f"catalog must be 'embedded' or a folder with the original WebShop data files, got {spec!r} "
-            "(no such folder)"
+            f"catalog must be 'embedded', 'embedded-v1' or a folder with the original WebShop data files, got "
+            f"{spec!r} (no such folder)"
         )
     return load_original_catalog(spec, human_goals=human_goals, files=files)

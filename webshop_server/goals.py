@@ -74,6 +74,15 @@ def _goal(product: dict, text: str, attributes: list, goal_options: list[str], p
     }
 
 
+def _option_combos(product: dict, rng: random.Random, most: int) -> list[tuple[tuple[str, ...], dict[str, str]]]:
+    """The option combinations a product's goals ask for (at most ``most``, drawn by ``rng``), with names."""
+    names = sorted(product["options"])
+    combos = list(itertools.product(*(product["options"][n] for n in names)))
+    if len(combos) > most:
+        combos = [combos[i] for i in sorted(rng.sample(range(len(combos)), most))]
+    return [(combo, dict(zip(names, combo, strict=True))) for combo in combos]
+
+
 def synthetic_goals(catalog: Catalog, seed: int = 0, max_goals_per_product: int = 3) -> list[dict]:
     """Synthetic goals of every product that has instruction attributes, in catalog order (unshuffled)."""
     goals = []
@@ -88,16 +97,81 @@ def synthetic_goals(catalog: Catalog, seed: int = 0, max_goals_per_product: int 
             instruction = product["instruction_text"]
         else:
             continue
-        names = sorted(product["options"])
-        combos = list(itertools.product(*(product["options"][n] for n in names)))
-        if len(combos) > max_goals_per_product:
-            combos = [combos[i] for i in sorted(rng.sample(range(len(combos)), max_goals_per_product))]
-        for combo in combos:
-            by_name = dict(zip(names, combo, strict=True))
+        for combo, by_name in _option_combos(product, rng, max_goals_per_product):
             option_text = ", and ".join(f"{k}: {v}" for k, v in by_name.items())
             option_text = f" with {option_text}" if option_text else ""
             upper, price_text = price_bound(catalog.prices[product["asin"]], rng)
             goal = _goal(product, f"{instruction}{option_text}{price_text}", attributes, list(combo), upper)
+            goal["goal_options_by_name"] = by_name
+            goals.append(goal)
+    return goals
+
+
+def paraphrase(attribute: str, rng: random.Random) -> str:
+    """One wording of an attribute as a shopper might write it: itself, or a rewording.
+
+    Rewordings come from ``vocab.ATTRIBUTE_PARAPHRASES`` and from rules: ``"X free"`` -> ``"free of X"``
+    / ``"without X"`` / ``"X-free"``; ``"non X"`` -> ``"non-X"`` / ``"no X"``; other two-word
+    attributes may be hyphenated.
+    """
+    words = attribute.split()
+    forms = [attribute, *vocab.ATTRIBUTE_PARAPHRASES.get(attribute, ())]
+    if len(words) == 2 and words[1] == "free":
+        forms += [f"free of {words[0]}", f"without {words[0]}", f"{words[0]}-free"]
+    elif len(words) == 2 and words[0] == "non":
+        forms += [f"non-{words[1]}", f"no {words[1]}"]
+    elif len(words) == 2 and len(forms) == 1:
+        forms.append("-".join(words))
+    return rng.choice(forms)
+
+
+def _option_phrase(name: str, value: str, rng: random.Random) -> str:
+    """An option as shoppers name it: ``"color: red"`` (the synthetic form), ``"in red"``, ``"red flavor"``, ..."""
+    natural = {
+        "color": (f"in {value}", f"in the color {value}", f"{value} color"),
+        "size": (f"size {value}", f"in size {value}", f"{value} size"),
+        "flavor name": (f"{value} flavor", f"in {value} flavor", f"flavored {value}"),
+        "scent": (f"{value} scent", f"scented {value}", f"with a {value} scent"),
+    }.get(name, (f"{name} {value}",))
+    return rng.choice((f"{name}: {value}", *natural))
+
+
+def _instruction_v1(product: dict, attributes: list[str], by_name: dict[str, str], rng: random.Random) -> str:
+    noun = rng.choice((product["noun"], *vocab.NOUN_SYNONYMS.get(product["noun"], ())))
+    words = [paraphrase(a, rng) for a in attributes]
+    described = words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+    opener = rng.choice(vocab.INSTRUCTION_OPENERS)
+    if rng.random() < 0.5:
+        text = f"{opener} {described} {noun}"
+    else:
+        plural = noun.endswith("s") and not noun.endswith("ss")
+        clause = f"{noun} that are" if plural else f"a {noun} that is"
+        text = f"{opener} {clause} {described}" if rng.random() < 0.5 else f"{opener} {noun}, {described}"
+    if by_name:
+        if rng.random() < 0.4:  # the original's synthetic form
+            text += " with " + ", and ".join(f"{k}: {v}" for k, v in by_name.items())
+        else:
+            text += ", " + ", ".join(_option_phrase(k, v, rng) for k, v in by_name.items())
+    return text
+
+
+def synthetic_goals_v1(catalog: Catalog, seed: int = 0, max_goals_per_product: int = 3) -> list[dict]:
+    """Goals of the hard embedded catalog (``goal_wording="v1"``), in catalog order (unshuffled).
+
+    As :func:`synthetic_goals` (option combinations, price bound), but worded as a shopper would:
+    the product named by its noun or a synonym (``vocab.NOUN_SYNONYMS``), attributes paraphrased
+    (:func:`paraphrase`) and mostly ones the title does not carry, options in the synthetic form
+    (``"color: red"``) or as people write them (``"in red"``, ``"size large"``, ``"mint flavor"``).
+    """
+    goals = []
+    for product in catalog.products:
+        attributes = product["instruction_attributes"]
+        rng = random.Random(f"goal-v1:{seed}:{product['asin']}")
+        for combo, by_name in _option_combos(product, rng, max_goals_per_product):
+            order = rng.sample(attributes, k=len(attributes))
+            upper, price_text = price_bound(catalog.prices[product["asin"]], rng)
+            text = _instruction_v1(product, order, by_name, rng) + price_text
+            goal = _goal(product, text, attributes, list(combo), upper)
             goal["goal_options_by_name"] = by_name
             goals.append(goal)
     return goals
@@ -123,7 +197,12 @@ def human_goals(catalog: Catalog) -> list[dict]:
 
 def build_goals(catalog: Catalog, seed: int = 0) -> list[dict]:
     """The catalog's goals in their published order: human or synthetic, shuffled with seed 233."""
-    goals = human_goals(catalog) if catalog.human_goals else synthetic_goals(catalog, seed)
+    if catalog.human_goals:
+        goals = human_goals(catalog)
+    elif catalog.goal_wording == "v1":
+        goals = synthetic_goals_v1(catalog, seed)
+    else:
+        goals = synthetic_goals(catalog, seed)
     random.Random(SHUFFLE_SEED).shuffle(goals)
     return goals
 

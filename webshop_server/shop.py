@@ -13,6 +13,8 @@ from webshop_server.reward import TitleNouns, score_purchase
 from webshop_server.search import SEARCH_RETURN_N, SearchIndex
 
 PRODUCTS_PER_PAGE = 10
+# Embedded catalogs and their default sizes: the easy one (GACA-WebShop-v0) and the hard one (v1).
+EMBEDDED_CATALOGS = {"embedded": 1000, "embedded-v1": 10_000}
 SUB_PAGES = ("Description", "Features", "Reviews", "Attributes")
 
 
@@ -22,7 +24,10 @@ class ShopConfig:
 
     catalog: str = field(
         default="embedded",
-        metadata={"help": "'embedded' or a folder of original data files ($VARIABLES expand, e.g. $WEBSHOP_DATA)"},
+        metadata={
+            "help": "'embedded' (generated, easy), 'embedded-v1' (generated, hard: GACA-WebShop-v1's) or a folder of "
+            "original data files ($VARIABLES expand, e.g. $WEBSHOP_DATA)"
+        },
     )
     catalog_files: str = field(
         default="auto",
@@ -35,7 +40,10 @@ class ShopConfig:
         default=None,
         metadata={"help": "human instructions (items_human_ins.json) or synthetic ones; default: human when present"},
     )
-    n_products: int = field(default=1000, metadata={"help": "size of the embedded catalog"})
+    n_products: int | None = field(
+        default=None,
+        metadata={"help": "size of the embedded catalog; None: 1,000 for 'embedded', 10,000 for 'embedded-v1'"},
+    )
     seed: int = field(default=0, metadata={"help": "seed of the embedded catalog and its goals"})
     goals_file: str | None = field(
         default=None, metadata={"help": "serve this file's goals (from --write-goals, or the original's goal list)"}
@@ -61,10 +69,13 @@ class ShopConfig:
                     "of the original WebShop data files (items_shuffle*.json, items_ins_v2*.json)"
                 )
             self.catalog = expanded
-        if self.catalog != "embedded" and not os.path.isdir(self.catalog):
+        if self.catalog not in EMBEDDED_CATALOGS and not os.path.isdir(self.catalog):
             raise ValueError(
-                f"catalog must be 'embedded' or an existing folder of original WebShop files, got {self.catalog!r}"
+                f"catalog must be one of {', '.join(map(repr, EMBEDDED_CATALOGS))} or an existing folder of original "
+                f"WebShop files, got {self.catalog!r}"
             )
+        if self.n_products is None:
+            self.n_products = EMBEDDED_CATALOGS.get(self.catalog, 1000)
         if self.catalog_files not in CATALOG_FILES:
             raise ValueError(f"catalog_files must be one of {', '.join(CATALOG_FILES)}, got {self.catalog_files!r}")
         names = ("n_products", "max_sessions", "max_query_chars", "max_request_bytes", "max_url_chars")

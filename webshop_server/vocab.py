@@ -221,3 +221,109 @@ REVIEW_BODIES = (
 )
 INSTRUCTION_OPENERS = ("i am looking for", "i need", "i want", "i would like", "find me", "i'm looking for",
                        "can you find me", "i want to buy")  # fmt: skip
+
+# ----------------------------------------------------------------------------------------------
+# Wording of the hard embedded shop (``catalog_v1``): what shoppers call a product and its
+# features when they do not copy the title.
+# ----------------------------------------------------------------------------------------------
+
+NOUN_SYNONYMS: dict[str, tuple[str, ...]] = {
+    "shampoo": ("hair shampoo", "shampoo for my hair", "hair wash"),
+    "face moisturizer": ("facial moisturizer", "face cream", "moisturizing cream for my face"),
+    "lipstick": ("lip color", "lip stick", "matte lip color"),
+    "hair dryer": ("blow dryer", "hairdryer", "blow dryer for hair"),
+    "nail polish set": ("nail polish", "nail lacquer set", "set of nail colors"),
+    "body wash": ("shower gel", "body cleanser", "shower wash"),
+    "makeup brush set": ("makeup brushes", "cosmetic brush set", "brush kit for makeup"),
+    "hair extension": ("hair extensions", "clip on hair piece", "extensions for my hair"),
+    "protein bar": ("protein bars", "snack bars with protein", "energy bars"),
+    "green tea": ("green tea bags", "bagged green tea", "tea"),
+    "mixed nuts": ("nut mix", "assorted nuts", "snack nuts"),
+    "ground coffee": ("coffee grounds", "coffee", "pre-ground coffee"),
+    "dark chocolate": ("chocolate bar", "dark chocolate bars", "cocoa bar"),
+    "pasta sauce": ("marinara sauce", "spaghetti sauce", "sauce for pasta"),
+    "beef jerky": ("jerky", "dried beef snack", "meat snack"),
+    "t-shirt": ("tee shirt", "tee", "shirt"),
+    "running shoes": ("running sneakers", "jogging shoes", "sneakers for running"),
+    "dress": ("casual dress", "sundress", "summer dress"),
+    "hoodie": ("hooded sweatshirt", "pullover", "sweatshirt with a hood"),
+    "jeans": ("denim jeans", "denim pants", "pair of jeans"),
+    "sandals": ("summer sandals", "open shoes", "pair of sandals"),
+    "wool socks": ("socks", "warm socks", "pairs of wool socks"),
+    "baseball cap": ("ball cap", "cap", "baseball hat"),
+    "office chair": ("desk chair", "computer chair", "chair for my office"),
+    "coffee table": ("center table", "living room table", "cocktail table"),
+    "bookshelf": ("bookcase", "book shelf", "shelving unit for books"),
+    "bed frame": ("platform bed", "bed base", "frame for my bed"),
+    "bar stool": ("bar stools", "counter stool", "kitchen stool"),
+    "nightstand": ("bedside table", "night table", "end table for the bedroom"),
+    "sofa": ("couch", "loveseat", "small sofa"),
+    "wireless earbuds": ("bluetooth earbuds", "earphones", "true wireless earbuds"),
+    "phone case": ("iphone case", "phone cover", "case for my phone"),
+    "usb c charger": ("usb-c charger", "wall charger", "charging adapter"),
+    "bluetooth speaker": ("portable speaker", "wireless speaker", "speaker"),
+    "hdmi cable": ("hdmi cord", "hdmi wire", "cable for my tv"),
+    "security camera": ("surveillance camera", "home camera", "wifi camera"),
+    "tablet stand": ("ipad stand", "tablet holder", "stand for my tablet"),
+    "wireless mouse": ("cordless mouse", "computer mouse", "bluetooth mouse"),
+}
+# Whole-phrase rewordings of attributes; the rules of ``catalog_v1.paraphrase`` cover the rest.
+ATTRIBUTE_PARAPHRASES: dict[str, tuple[str, ...]] = {
+    "high protein": ("protein rich", "rich in protein"),
+    "low sugar": ("reduced sugar", "with little sugar"),
+    "machine wash": ("machine washable", "washable in the machine"),
+    "lightweight": ("light weight", "light"),
+    "waterproof": ("water proof",),
+    "shockproof": ("shock proof",),
+    "breathable": ("breathable fabric",),
+    "organic": ("certified organic",),
+    "vegan": ("vegan friendly",),
+    "moisturizing": ("hydrating",),
+    "long battery life": ("a long lasting battery", "long battery"),
+    "easy assembly": ("easy to assemble", "simple assembly"),
+    "easy install": ("easy to install",),
+    "easy clean": ("easy to clean",),
+    "noise cancelling": ("noise canceling", "active noise cancelling"),
+    "fast charging": ("quick charging", "fast charge"),
+    "quick drying": ("fast drying", "quick dry"),
+    "fast drying": ("quick drying", "dries fast"),
+    "sensitive skin": ("for sensitive skin",),
+    "dry hair": ("for dry hair",),
+    "color treated hair": ("for color treated hair",),
+    "living room": ("for the living room",),
+    "high speed": ("high-speed",),
+    "4k support": ("4k capable", "supports 4k"),
+}
+# Item-page lines of the hard shop; ``{A}`` / ``{a}`` is one attribute, capitalised / as is.
+BULLETS_V1 = (
+    "{A}: engineered for everyday use, so it performs the way you expect.",
+    "{A} - a detail our customers mention again and again in their reviews.",
+    "Built with {a} in mind, from the first sketch to the final inspection.",
+    "Why it stands out: {a}, tested batch after batch.",
+    "{A} for peace of mind at home, at work or on the go.",
+)
+GENERIC_BULLETS_V1 = (
+    "What you get: one {noun}, a quick start card and our friendly customer service.",
+    "Great gift idea for birthdays, holidays and anyone who appreciates a quality {noun}.",
+    "Backed by a 30-day satisfaction guarantee and a one-year limited warranty.",
+)
+DESCRIPTION_OPENERS_V1 = (
+    "Meet the {brand} {noun}, made for people who want {a} without compromise.",
+    "Designed in-house by {brand}, this {noun} is built around {a}.",
+    "The {brand} {noun} is our answer to a simple request: {a}.",
+    "Upgrade your routine with the {brand} {noun}, with {a} and nothing you do not need.",
+)
+VARIANT_SUFFIXES = ("", "", "", " - Value Edition", " (New Version)", " - Bestseller", " 2024 Model")
+# Features any product of a category may have, added to its type's own in the hard shop, so that
+# competing lines share fewer of a goal's features.
+CATEGORY_ATTRIBUTES_V1: dict[str, tuple[str, ...]] = {
+    "beauty": ("travel size", "dermatologist recommended", "gift set", "made in usa", "recyclable packaging",
+               "alcohol free"),
+    "food": ("kosher certified", "no artificial flavors", "family size", "made in usa", "bpa free packaging",
+             "dairy free"),
+    "fashion": ("wrinkle free", "quick dry", "made in usa", "recycled materials", "tagless", "stain resistant"),
+    "furniture": ("tool free assembly", "weight capacity 300 lbs", "made in usa", "scratch resistant",
+                  "water resistant finish", "pet friendly"),
+    "electronics": ("energy efficient", "made in usa", "travel friendly", "plug and play", "lifetime warranty",
+                    "low power consumption"),
+}  # fmt: skip

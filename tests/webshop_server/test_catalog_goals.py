@@ -39,7 +39,7 @@ def test_embedded_catalog_is_deterministic_and_covers_five_categories():
 def test_embedded_catalog_rejects_bad_size():
     with pytest.raises(ValueError, match="n_products must be between 1 and"):
         generate_catalog(0)
-    with pytest.raises(FileNotFoundError, match="catalog must be 'embedded' or a folder"):
+    with pytest.raises(FileNotFoundError, match="catalog must be 'embedded', 'embedded-v1' or a folder"):
         load_catalog("/no/such/folder")
 
 

@@ -67,7 +67,7 @@ def test_write_goals_publishes_the_goal_list(tmp_path, shop):
 
 def test_bad_arguments_exit_with_a_message(tmp_path, capsys):
     assert main(["--catalog", str(tmp_path / "missing")]) == 2
-    assert "catalog must be 'embedded' or an existing folder" in capsys.readouterr().err
+    assert "catalog must be one of 'embedded', 'embedded-v1' or an existing folder" in capsys.readouterr().err
     assert main(["--workers", "0"]) == 2
     assert "--workers must be >= 1" in capsys.readouterr().err
     assert main(["--catalog", str(tmp_path), "--write-goals", str(tmp_path / "g.json")]) == 2
