@@ -8,7 +8,9 @@ imported only when ``gym.make`` builds it.
 |---------------------------|-----------------------------------------------|-------------|
 | ``GACA-ALFWorld-v0``      | ``gaca_envs.alfworld.env:ALFWorldEnv``        | ``alfworld`` |
 | ``GACA-WebShop-v0``       | ``gaca_envs.webshop.env:WebShopEnv``          | ``webshop`` |
+| ``GACA-WebShop-v1``       | ``gaca_envs.webshop.env:WebShopV1Env``        | ``webshop`` |
 | ``GACA-WebShop-Browser-v0`` | ``gaca_envs.webshop.browser:WebShopBrowserEnv`` | ``webshop,browser`` |
+| ``GACA-WebShop-Browser-v1`` | ``gaca_envs.webshop.browser:WebShopBrowserV1Env`` | ``webshop,browser`` |
 | ``GACA-CriticalChain-v0`` | ``gaca_envs.criticalchain.env:CriticalChainEnv`` | (core)      |
 """
 

@@ -36,10 +36,10 @@ def generated_data_reason(env_id: str, env_kwargs: dict) -> str | None:
                 f"{env_id}'s shop_config.catalog is {catalog!r}, an environment variable that is not set, so there "
                 "is no WebShop data; set it to the folder of the original WebShop files (WebShop's setup.sh)"
             )
-        if env_kwargs.get("server_url") or catalog != "embedded":
+        if env_kwargs.get("server_url") or not str(catalog).startswith("embedded"):  # embedded, embedded-v1
             return None
         return (
-            f"{env_id} has no original WebShop catalog (shop_config.catalog is 'embedded'), so it would shop the "
+            f"{env_id} has no original WebShop catalog (shop_config.catalog is {catalog!r}), so it would shop the "
             "project's generated catalog; download the original data files (WebShop's setup.sh) and pass "
             'env_kwargs {"shop_config": {"catalog": "<folder>"}}'
         )

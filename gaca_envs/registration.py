@@ -26,7 +26,9 @@ import gymnasium as gym
 ENV_SPECS: dict[str, str] = {
     "GACA-ALFWorld-v0": "gaca_envs.alfworld.env:ALFWorldEnv",
     "GACA-WebShop-v0": "gaca_envs.webshop.env:WebShopEnv",
+    "GACA-WebShop-v1": "gaca_envs.webshop.env:WebShopV1Env",
     "GACA-WebShop-Browser-v0": "gaca_envs.webshop.browser:WebShopBrowserEnv",
+    "GACA-WebShop-Browser-v1": "gaca_envs.webshop.browser:WebShopBrowserV1Env",
     "GACA-CriticalChain-v0": "gaca_envs.criticalchain.env:CriticalChainEnv",
     # Any of the above played on a gaca-env-server: gym.make("GACA-Remote-v0", url=..., env_id=...).
     "GACA-Remote-v0": "gaca_envs.remote:RemoteEnv",

@@ -79,11 +79,13 @@ class SessionKwargs:
         self._shop: Any = None
         self._shop_config: Any = None
         base = env_id.split(":")[-1]
-        if base == "GACA-WebShop-v0" and "server_url" not in env_kwargs and "app" not in env_kwargs:
+        in_process = "server_url" not in env_kwargs and "app" not in env_kwargs
+        if base in ("GACA-WebShop-v0", "GACA-WebShop-v1") and in_process:
+            from gaca_envs.webshop.env import shop_config_for
             from webshop_server import Shop, ShopConfig
 
-            config = env_kwargs.get("shop_config")
-            self._shop_config = ShopConfig(**config) if isinstance(config, dict) else (config or ShopConfig())
+            config = shop_config_for(base, env_kwargs.get("shop_config"))
+            self._shop_config = ShopConfig(**config) if isinstance(config, dict) else config
             self._shop = Shop.from_config(self._shop_config)
 
     def __call__(self) -> dict[str, Any]:

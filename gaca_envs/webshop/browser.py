@@ -24,7 +24,7 @@ from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
 from gaca_envs.webshop.backends import HttpBackend, WebShopServerError
-from gaca_envs.webshop.env import Move, WebShopEnv
+from gaca_envs.webshop.env import HardShopDefault, Move, WebShopEnv
 
 CHROMIUM_FLAGS = (
     "--headless",
@@ -187,3 +187,11 @@ class WebShopBrowserEnv(WebShopEnv):
             self._local_server = None
         if getattr(self, "backend", None) is not None:
             super().close()
+
+
+class WebShopBrowserV1Env(HardShopDefault, WebShopBrowserEnv):
+    """``GACA-WebShop-Browser-v1``: :class:`WebShopBrowserEnv` on the hard embedded shop by default.
+
+    The shop it serves itself (no ``server_url``, no ``app``) is read as ``GACA-WebShop-v1``'s
+    (:func:`gaca_envs.webshop.env.shop_config_for`).
+    """

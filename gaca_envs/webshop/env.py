@@ -37,7 +37,11 @@ of WebShop's oracle (``webshop_server.expert.oracle_actions``: search the target
 it, click it, its options, buy). After an action off that plan the expert goes back to search and
 starts the plan again.
 
-Versions: v0 (this) is the first.
+Versions: ``GACA-WebShop-v0`` (:class:`WebShopEnv`) plays the easy embedded shop by default (1,000
+products whose titles carry every goal attribute); ``GACA-WebShop-v1`` (:class:`WebShopV1Env`) the
+hard one (``catalog="embedded-v1"``, 10,000 products in product lines with near-duplicates,
+goals worded off the title: :mod:`webshop_server.catalog_v1`). Observations, actions, rewards and
+snapshots are the same; only the default shop differs.
 """
 
 from __future__ import annotations
@@ -477,3 +481,38 @@ class WebShopEnv(TaskEnv):
         """Releases the backend's connections."""
         self.backend.close()
         super().close()
+
+
+# The in-process shop each text env id plays by default (ShopConfig fields under the caller's).
+DEFAULT_SHOPS: dict[str, dict[str, Any]] = {"GACA-WebShop-v0": {}, "GACA-WebShop-v1": {"catalog": "embedded-v1"}}
+
+
+def shop_config_for(env_id: str, shop_config: Any = None) -> Any:
+    """The in-process shop config of ``env_id``: a dict (or None) read over the id's defaults; else as given.
+
+    A ``ShopConfig`` is used as given; anything else is left for the shop to refuse with its own error.
+    """
+    if shop_config is not None and not isinstance(shop_config, dict):
+        return shop_config
+    return {**DEFAULT_SHOPS.get(env_id, {}), **(shop_config or {})}
+
+
+class HardShopDefault:
+    """Mixin of the v1 ids: the in-process shop they build is read over ``GACA-WebShop-v1``'s defaults."""
+
+    def _make_backend(
+        self, server_url: str | None, app: Any, shop_config: Any, timeout_s: float, reconnect_s: float
+    ) -> Any:
+        if server_url is None and app is None:
+            shop_config = shop_config_for("GACA-WebShop-v1", shop_config)
+        return super()._make_backend(server_url, app, shop_config, timeout_s, reconnect_s)
+
+
+class WebShopV1Env(HardShopDefault, WebShopEnv):
+    """``GACA-WebShop-v1``: :class:`WebShopEnv` on the hard embedded shop by default.
+
+    Without ``server_url`` or ``app``, the in-process shop is ``ShopConfig(catalog="embedded-v1")``
+    (10,000 products); a ``shop_config`` dict is read over those defaults (``{"n_products": 100000}``
+    keeps the hard catalog), and a ``ShopConfig`` is used as given. Over HTTP, start the server
+    with ``webshop-server --catalog embedded-v1``.
+    """

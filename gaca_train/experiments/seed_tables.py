@@ -17,22 +17,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+from gaca_envs.machine import cpu_model
 from gaca_train.eval_report import t975
 
 # The repository checkout this module runs from (docs/ lives there, not in the wheel).
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE_DIR = ROOT / "docs" / "quickstart_seeds"
-
-
-def cpu_model() -> str | None:
-    """This machine's CPU model name (Linux ``/proc/cpuinfo``), or None where it cannot be read."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        return None
-    return None
 
 
 def machine() -> dict[str, Any]:

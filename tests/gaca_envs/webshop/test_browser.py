@@ -71,3 +71,20 @@ def test_a_text_env_snapshot_restores_in_the_browser(browser_env, app, shop):
     assert browser_info["url"] == info["url"]
     for action in plan[3:]:
         assert browser_env.step(action)[:4] == text_env.step(action)[:4]
+
+
+def test_browser_v1_plays_the_hard_shop_as_the_text_env_does(tmp_path):
+    from webshop_server import Shop, ShopConfig
+
+    config = {"n_products": 300, "cache_dir": str(tmp_path), "title_nouns": "fallback"}
+    shop = Shop.from_config(ShopConfig(catalog="embedded-v1", **config))
+    env = gym.make("GACA-WebShop-Browser-v1", shop_config=config, split="all")
+    try:
+        obs, info = env.reset(options={"task_id": 4})
+        assert info["task"] == shop.goals[4]["instruction_text"]
+        for action in oracle_actions(shop, 4):
+            obs, reward, terminated, truncated, info = env.step(action)
+            assert info["action_valid"], action
+        assert terminated and info["score"] == 1.0 and reward == 10.0
+    finally:
+        env.close()

@@ -1,0 +1,101 @@
+"""GACA-WebShop-v1: the text env on the hard embedded shop (the Gym API, snapshots, anchors, bad input)."""
+
+from __future__ import annotations
+
+import pickle
+
+import gymnasium as gym
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import gaca_envs  # noqa: F401 - registers the ids
+from webshop_server import create_app
+from webshop_server.expert import oracle_actions
+
+
+@pytest.fixture(scope="module")
+def hard_config(tmp_path_factory):
+    return {"n_products": 600, "cache_dir": str(tmp_path_factory.mktemp("v1-env")), "title_nouns": "fallback"}
+
+
+@pytest.fixture(scope="module")
+def hard_env(hard_config):
+    env = gym.make("GACA-WebShop-v1", shop_config=hard_config, split="all", expert=True)
+    yield env
+    env.close()
+
+
+def _shop(env):
+    return env.unwrapped.backend.app.extensions["webshop"]
+
+
+def test_v1_passes_the_checker_and_serves_the_hard_catalog(hard_env, hard_config):
+    check_env(gym.make("GACA-WebShop-v1", shop_config=hard_config, split="all").unwrapped, skip_render_check=True)
+    assert _shop(hard_env).catalog.source == "embedded-v1:n=600,seed=0"
+    assert gym.spec("GACA-WebShop-v1").entry_point == "gaca_envs.webshop.env:WebShopV1Env"
+
+
+def test_the_expert_wins_every_goal_it_is_asked(hard_env):
+    for n in range(0, len(_shop(hard_env).goals), 97):
+        obs, info = hard_env.reset(options={"task_id": n})
+        assert info["expert_action"] == oracle_actions(_shop(hard_env), n)[0]
+        done = False
+        while not done:
+            obs, reward, terminated, truncated, info = hard_env.step(info["expert_action"])
+            done = terminated or truncated
+        assert info["won"] and info["score"] == 1.0 and reward == 10.0, n
+
+
+def test_a_v1_snapshot_restores_in_a_fresh_env_and_a_v0_one_is_refused(hard_env, hard_config):
+    obs, info = hard_env.reset(options={"task_id": 5})
+    for action in oracle_actions(_shop(hard_env), 5)[:2]:
+        obs, *_, info = hard_env.step(action)
+    snap = pickle.loads(pickle.dumps(hard_env.unwrapped.save_state()))
+    fresh = gym.make("GACA-WebShop-v1", shop_config=hard_config, split="all")
+    restored, rinfo = fresh.reset(options={"snapshot": snap})
+    assert restored == obs and rinfo["anchor_key"] == info["anchor_key"] and rinfo["page"] == "item_page"
+    easy = gym.make("GACA-WebShop-v0", shop_config={"title_nouns": "fallback"})
+    easy.reset(options={"task_id": 5})
+    easy.step("search[shoes]")
+    with pytest.raises(ValueError, match="saved on another shop"):
+        fresh.reset(options={"snapshot": easy.unwrapped.save_state()})
+
+
+def test_bad_input_changes_nothing_and_anchors_follow_the_page_not_the_path(hard_env):
+    shop = _shop(hard_env)
+    n = next(i for i, g in enumerate(shop.goals) if len(g["goal_options"]) == 2)
+    obs, info = hard_env.reset(options={"task_id": n})
+    for action in ("click[buy now]", "search[<b>x</b>]", "search[caf\u00e9]", "", "x" * 5000, "search[]"):
+        obs2, _, _, _, info2 = hard_env.step(action)
+        assert obs2 == obs and info2["action_valid"] is False
+    plan = oracle_actions(shop, n)
+    keys = []
+    for options in (plan[-3:-1], plan[-3:-1][::-1]):  # the two options in either order
+        hard_env.reset(options={"task_id": n})
+        for action in [*plan[:-3], *options]:
+            *_, info = hard_env.step(action)
+        keys.append(info["anchor_key"])
+    assert keys[0] == keys[1]
+
+
+def test_a_shop_config_object_is_used_as_given_and_the_server_shares_one_shop(hard_config):
+    from gaca_envs.webshop.env import shop_config_for
+    from webshop_server import ShopConfig
+
+    given = ShopConfig(n_products=50, title_nouns="fallback", cache_dir=hard_config["cache_dir"])
+    assert shop_config_for("GACA-WebShop-v1", given) is given  # the easy catalog, as asked
+    assert shop_config_for("GACA-WebShop-v1", {"seed": 2}) == {"catalog": "embedded-v1", "seed": 2}
+    assert shop_config_for("GACA-WebShop-v0", None) == {}
+    app = create_app({**hard_config, "catalog": "embedded-v1"})
+    env = gym.make("GACA-WebShop-v1", app=app, split="all")
+    assert _shop(env) is app.extensions["webshop"]
+
+
+def test_an_env_server_of_v1_loads_the_hard_shop_once_for_its_sessions(hard_config):
+    from gaca_server.app import SessionKwargs
+
+    kwargs = SessionKwargs("GACA-WebShop-v1", {"shop_config": hard_config, "split": "all"})
+    first, second = kwargs(), kwargs()
+    shop = first["app"].extensions["webshop"]
+    assert shop.catalog.source == "embedded-v1:n=600,seed=0" and second["app"].extensions["webshop"] is shop
+    assert first["app"] is not second["app"] and "shop_config" not in first
