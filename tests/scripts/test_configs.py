@@ -16,7 +16,7 @@ def test_paper_configs_parse_with_the_papers_settings(train_parser, env, estimat
     cpu = ["--use_cpu", "true", "--bf16", "false"]
     _, args, model = train_parser.parse_args_and_config(args=["--config", str(path), *cpu])
     assert args.estimator == estimator and model.model_name_or_path == "Qwen/Qwen2.5-1.5B-Instruct"
-    assert args.env_id == {"alfworld": "GACA-ALFWorld-v0", "webshop": "GACA-WebShop-v0"}[env]
+    assert args.env_id == {"alfworld": "GACA-ALFWorld-v0", "webshop": "GACA-WebShop-v1"}[env]
     assert args.max_env_steps == {"alfworld": 50, "webshop": 15}[env]
     for name, value in PAPER.items():
         assert getattr(args, name) == value, name
