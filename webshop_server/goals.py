@@ -107,12 +107,12 @@ def synthetic_goals(catalog: Catalog, seed: int = 0, max_goals_per_product: int 
     return goals
 
 
-def paraphrase(attribute: str, rng: random.Random) -> str:
-    """One wording of an attribute as a shopper might write it: itself, or a rewording.
+def attribute_forms(attribute: str) -> list[str]:
+    """The wordings of an attribute that hard-shop goals use: itself first, then its rewordings.
 
     Rewordings come from ``vocab.ATTRIBUTE_PARAPHRASES`` and from rules: ``"X free"`` -> ``"free of X"``
     / ``"without X"`` / ``"X-free"``; ``"non X"`` -> ``"non-X"`` / ``"no X"``; other two-word
-    attributes may be hyphenated.
+    attributes without a listed rewording may be hyphenated.
     """
     words = attribute.split()
     forms = [attribute, *vocab.ATTRIBUTE_PARAPHRASES.get(attribute, ())]
@@ -122,7 +122,12 @@ def paraphrase(attribute: str, rng: random.Random) -> str:
         forms += [f"non-{words[1]}", f"no {words[1]}"]
     elif len(words) == 2 and len(forms) == 1:
         forms.append("-".join(words))
-    return rng.choice(forms)
+    return forms
+
+
+def paraphrase(attribute: str, rng: random.Random) -> str:
+    """One wording of an attribute as a shopper might write it: one of :func:`attribute_forms`, drawn by ``rng``."""
+    return rng.choice(attribute_forms(attribute))
 
 
 def _option_phrase(name: str, value: str, rng: random.Random) -> str:

@@ -14,6 +14,9 @@ Every policy but the expert sees only what an agent sees: the ``text`` observati
   over the instruction's bound where another is not, click the options the instruction names,
   buy;
 - ``title_overlap_2pages``: the same over the first two results pages;
+- ``reader``: a shopper that reads (:class:`ReaderPolicy`): search the instruction without its
+  price clause, open up to three affordable results, read each one's options and Features page,
+  and buy the first that offers what the instruction asks (else the best one read);
 - ``expert``: the shop's oracle (``info["expert_action"]``; the env needs ``expert=True``).
 
 :func:`run_policy` plays one policy on a list of goals; :func:`difficulty_table` plays them all
@@ -95,6 +98,16 @@ def results(observation: str, clicks: Sequence[str]) -> list[tuple[str, str, flo
             price = _PRICE.search(pieces[i + 2]) if i + 2 < len(pieces) else None
             out.append((key, title, float(price.group(1)) if price else None))
     return out
+
+
+def highest_prices(observation: str) -> dict[str, float]:
+    """Each listed product's highest price on a results page (the top of a price range)."""
+    pieces = observation.split(SEP)
+    return {
+        piece.lower(): max(float(p) for p in _PRICE.findall(pieces[i + 2]))
+        for i, piece in enumerate(pieces[:-2])
+        if _ASIN.fullmatch(piece.lower()) and _PRICE.search(pieces[i + 2])
+    }
 
 
 def price_bound(instruction: str) -> float | None:
@@ -195,6 +208,182 @@ class TitleOverlapPolicy(RulePolicy):
         return self.best
 
 
+# Words by which an instruction asks for an option of a group whose name holds the key.
+_ASKS_OPTION = {"color": ("color", "colour"), "size": ("size",), "flavor": ("flavor", "flavored"),
+                "scent": ("scent", "scented")}  # fmt: skip
+
+
+def _attribute_forms() -> dict[str, str]:
+    """Every wording of every feature the shop's products have (a thesaurus): form -> the feature."""
+    from webshop_server import vocab
+    from webshop_server.goals import attribute_forms
+
+    features = {a for types in vocab.CATEGORIES.values() for t in types for a in t.attributes}
+    features |= {a for attrs in vocab.CATEGORY_ATTRIBUTES_V1.values() for a in attrs}
+    return {form: a for a in sorted(features) for form in attribute_forms(a)}
+
+
+def _noun_forms() -> dict[str, str]:
+    """Every name of every product type (the noun and its synonyms): name -> the noun titles carry."""
+    from webshop_server import vocab
+
+    nouns = {t.noun for types in vocab.CATEGORIES.values() for t in types}
+    return {form: n for n in sorted(nouns) for form in (n, *vocab.NOUN_SYNONYMS.get(n, ()))}
+
+
+def asked_features(instruction: str, forms: dict[str, str]) -> set[str]:
+    """The features an instruction asks for, in their canonical wording, longest wording first."""
+    text, found = f" {instruction.lower()} ", set()
+    for form in sorted(forms, key=len, reverse=True):
+        pattern = rf"(?<![a-z0-9-]){re.escape(form)}(?![a-z0-9-])"
+        if re.search(pattern, text):
+            found.add(forms[form])
+            text = re.sub(pattern, " ", text)
+    return found
+
+
+def option_groups(observation: str, clicks: Sequence[str]) -> dict[str, list[str]]:
+    """An item page's option groups, ``name -> values``, read from the ``text`` observation.
+
+    A group is a piece that is not clickable (its name) followed by the clickable values under it.
+    """
+    pieces = observation.split(SEP)
+    values = {c for c in clicks if c not in BUTTONS and not _ASIN.fullmatch(c)}
+    groups: dict[str, list[str]] = {}
+    name = None
+    for piece in pieces:
+        key = piece.lower()
+        if key in values and name is not None:
+            groups[name].append(key)
+        elif key in BUTTONS or key.startswith(("instruction:", "price:", "rating:")) or key in values:
+            name = None
+        else:
+            name = key
+            groups[name] = []
+    return {n: vs for n, vs in groups.items() if vs}
+
+
+class ReaderPolicy(RulePolicy):
+    """Reads candidates' options and features before it buys; sees only what an agent sees.
+
+    It knows the shop's words as a shopper knows a language (a thesaurus: every wording of every
+    feature, ``goals.attribute_forms``, and every name of every product type,
+    ``vocab.NOUN_SYNONYMS``), so it reads an instruction's features and product type in their usual
+    words. It searches the instruction without its price clause and opens the results whose whole
+    price range fits the bound, those whose title names the type and more of the features first.
+    A product passes when its title names the type, each option kind the instruction asks for
+    (colour, size, flavour, scent) has a value the instruction names, and every asked feature
+    shows on its title or its Features page (read only when the title does not show them all). It
+    buys the first that passes; after ``tries`` reads, or when the 15 steps allow no more, it buys
+    the best one read (options first, then fewest misses) where it can still reach it.
+
+    Args:
+        tries: candidates it reads at most.
+        max_steps: the episode's step limit it plans within (the env's ``max_env_steps``).
+    """
+
+    name = "reader"
+
+    def __init__(self, tries: int = 3, max_steps: int = 15) -> None:
+        super().__init__(options=True)
+        self.tries, self.max_steps = tries, max_steps
+        self.forms, self.nouns = _attribute_forms(), _noun_forms()
+
+    def reset(self, instruction: str, rng: random.Random) -> None:
+        super().reset(instruction, rng)
+        self.queue: list[str] | None = None  # candidates in the order it opens them
+        self.titles: dict[str, str] = {}
+        self.opened: list[str] = []
+        self.reads: dict[str, tuple[bool, int]] = {}  # asin -> (options covered, features or type missing)
+        self.target: str | None = None  # the product it has decided to buy
+        self.groups: dict[str, list[str]] = {}
+        self.steps = 0
+        self.asked = asked_features(instruction, self.forms)
+        self.noun = max(asked_features(instruction, self.nouns) or {""}, key=len)  # the product type asked for
+        text = instruction.lower()
+        self.asked_groups = {key for key, words in _ASKS_OPTION.items()
+                             if any(re.search(rf"\b{w}\b", text) for w in words)}  # fmt: skip
+
+    def choose(self, observation: str, info: dict) -> str | None:
+        if self.queue is None:
+            listed = results(observation, _clicks(info))
+            wanted, bound = _words(_BOUND.sub(" ", self.instruction)), price_bound(self.instruction)
+            high = highest_prices(observation)  # a range's price may be anywhere in it: its top must fit
+            affordable = [r for r in listed if bound is None or high.get(r[0], 0.0) <= bound] or listed
+            ranked = sorted(affordable, key=lambda r: (self.noun not in r[1].lower(),
+                                                       -sum(f in r[1].lower() for f in self.asked),
+                                                       -len(_words(r[1]) & wanted)))  # fmt: skip
+            self.queue = [asin for asin, _, _ in ranked]  # sorted is stable: page order on ties
+            self.titles = {asin: title for asin, title, _ in listed}
+        if self.target is not None:
+            return self.target
+        left = [a for a in self.queue if a not in self.opened]
+        return left[0] if left else None
+
+    def _read(self, asin: str, features: str) -> tuple[bool, int]:
+        """(whether the options asked for are offered, how many asked features or type words the page lacks)."""
+        text = self.instruction.lower()
+        covered = True
+        for key in self.asked_groups:  # an option the instruction asks for needs a group with a value it names
+            groups = [values for name, values in self.groups.items() if key in name]
+            covered &= any(re.search(rf"(?<![a-z0-9]){re.escape(v)}(?![a-z0-9])", text) for vs in groups for v in vs)
+        title = self.titles.get(asin, "").lower()
+        shown = f"{title} {features}".lower()
+        return covered, sum(feature not in shown for feature in self.asked) + (self.noun not in title)
+
+    def _decide(self, asin: str) -> None:
+        """After reading ``asin`` (on its Features page): buy it, read another, or buy the best one read."""
+        covered, missing = self.reads[asin]
+        if covered and missing == 0:
+            self.target = asin
+            return
+        # Steps still to come, this one (back to the product) already counted in self.steps:
+        buy_here = 1 + 2 + 1  # (on the next one's Features page) back to the product, two options at most, buy
+        another = 1 + 1 + 1  # back to the results, open the next, its Features page
+        if len(self.opened) < self.tries and self.steps + another + buy_here <= self.max_steps:
+            return  # read the next candidate
+        best = max(self.opened, key=lambda a: (self.reads[a][0], -self.reads[a][1], a == asin))
+        back_to_best = 1 + 1 + 2 + 1  # back to the results, open the best, options, buy
+        self.target = best if best == asin or self.steps + back_to_best <= self.max_steps else asin
+
+    def act(self, observation: str, info: dict) -> str:
+        self.steps += 1
+        if self.pending:
+            return self.pending.pop(0)
+        page = info["page"]
+        if page == "start":
+            return search_action(_BOUND.sub("", self.instruction).strip(" ,"))
+        if page == "search_results":
+            asin = self.choose(observation, info)
+            if asin is None:
+                return "click[back to search]"
+            if asin not in self.opened:
+                self.opened.append(asin)
+            return f"click[{asin}]"
+        if page == "item_page":
+            asin = self.opened[-1] if self.target is None else self.target
+            if self.target is None and asin not in self.reads:
+                self.groups = option_groups(observation, _clicks(info))
+                covered, missing = self._read(asin, "")
+                if covered and missing and "features" in _clicks(info):
+                    return "click[features]"  # the title does not show everything: read the Features page
+                self.reads[asin] = (covered, missing)
+                self.steps -= 1  # deciding here, one step before a Features page would have
+                self._decide(asin)
+                self.steps += 1
+            if self.target is None or self.target != asin:
+                return "click[< prev]"
+            self.pending = [f"click[{v}]" for v in named_options(self.instruction, _clicks(info))]
+            self.pending.append("click[buy now]")
+            return self.pending.pop(0)
+        if page == "item_sub_page":
+            asin = self.opened[-1]
+            self.reads[asin] = self._read(asin, " ".join(observation.split(SEP)[4:]))
+            self._decide(asin)
+            return "click[< prev]"
+        return "click[< prev]"
+
+
 class ExpertPolicy(Policy):
     """The shop's oracle, read from ``info["expert_action"]`` (an env made with ``expert=True``)."""
 
@@ -214,6 +403,7 @@ POLICIES: dict[str, Callable[[], Policy]] = {
     "rule_options": lambda: RulePolicy(options=True),
     "title_overlap": TitleOverlapPolicy,
     "title_overlap_2pages": lambda: TitleOverlapPolicy(pages=2),
+    "reader": ReaderPolicy,
     "expert": ExpertPolicy,
 }
 

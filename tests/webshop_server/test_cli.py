@@ -86,3 +86,12 @@ def test_original_data_folder_is_served(original_folder, tmp_path):
     assert goals[0]["instruction_text"] in html
     results = client.post("/fixed_0", data={"search_query": "argan hair oil"}, follow_redirects=True)
     assert "B00000000A" in results.get_data(as_text=True)
+
+
+def test_write_goals_publishes_the_hard_shops_goals(tmp_path):
+    path = tmp_path / "goals.json"
+    args = ["--catalog", "embedded-v1", "--n-products", "200", "--cache-dir", str(tmp_path / "c"), "--write-goals"]
+    assert main([*args, str(path)]) == 0
+    data = json.loads(path.read_text())
+    assert data["source"] == "embedded-v1:n=200,seed=0" and data["splits"]["test"] == [0, 500]
+    assert data["goals"] and all(g["attributes"] and g["instruction_text"] for g in data["goals"])

@@ -99,3 +99,53 @@ def test_an_env_server_of_v1_loads_the_hard_shop_once_for_its_sessions(hard_conf
     shop = first["app"].extensions["webshop"]
     assert shop.catalog.source == "embedded-v1:n=600,seed=0" and second["app"].extensions["webshop"] is shop
     assert first["app"] is not second["app"] and "shop_config" not in first
+
+
+def test_option_groups_read_the_item_page_as_the_product_offers_them(hard_env):
+    from gaca_envs.webshop.baselines import option_groups
+
+    shop = _shop(hard_env)
+    n = next(i for i, g in enumerate(shop.goals) if len(g["goal_options"]) == 2)
+    obs, info = hard_env.reset(options={"task_id": n})
+    for action in oracle_actions(shop, n)[:-3]:
+        obs, *_, info = hard_env.step(action)
+    clicks = [a[6:-1] for a in info["admissible_actions"] if a.startswith("click[")]
+    assert option_groups(obs, clicks) == shop.catalog.by_asin[shop.goals[n]["asin"]]["options"]
+
+
+def test_the_reader_knows_the_shops_words_for_features_and_products(hard_env):
+    from gaca_envs.webshop.baselines import ReaderPolicy, asked_features
+
+    shop, reader = _shop(hard_env), ReaderPolicy()
+    goals = shop.goals[:200]
+    found = sum(asked_features(g["instruction_text"], reader.forms) == set(g["attributes"]) for g in goals)
+    assert found >= 170, found  # some wordings are ambiguous ("fast drying" is also "quick drying" reworded)
+    nouns = sum(
+        asked_features(g["instruction_text"], reader.nouns) >= {shop.catalog.by_asin[g["asin"]]["noun"]} for g in goals
+    )
+    assert nouns >= 190, nouns
+
+
+def test_the_reader_reads_before_it_buys_and_what_it_passes_wins(hard_config):
+    import random
+
+    from gaca_envs.webshop.baselines import ReaderPolicy
+
+    env = gym.make("GACA-WebShop-v1", shop_config=hard_config, split="all")  # no expert: only the pages
+    passed = won_passed = read_more = 0
+    for n in range(0, 300, 10):
+        reader = ReaderPolicy()
+        obs, info = env.reset(options={"task_id": n})
+        reader.reset(info["task"], random.Random(n))
+        done, actions = False, []
+        while not done:
+            actions.append(reader.act(obs, info))
+            obs, _, terminated, truncated, info = env.step(actions[-1])
+            done = terminated or truncated
+        assert terminated and actions[-1] == "click[buy now]" and len(actions) <= 15, actions
+        assert reader.target in reader.reads and set(reader.opened) == set(reader.reads)
+        read_more += len(reader.reads) > 1
+        if reader.reads[reader.target] == (True, 0):
+            passed += 1
+            won_passed += info["won"]
+    assert read_more > 0 and passed > 5 and won_passed >= 0.8 * passed, (read_more, passed, won_passed)
