@@ -15,7 +15,7 @@ server adds to each step when both run flat out, the measure that matters once e
 bottleneck. ALFWorld plays 20 generated games (native engine); WebShop the embedded 1k-product
 shop in-process on the server.
 
-``--pool N`` also times the trainer's rollout pool (``gaca_train.vector.RolloutPool``, async
+``--pool N`` also times the trainer's rollout pool (``gaca_train.rollout.vector.RolloutPool``, async
 mode, N envs) playing ALFWorld in-process and through two local servers (``server_urls``).
 """
 
@@ -108,7 +108,7 @@ def summary(latencies: list[float], elapsed: float) -> dict[str, float]:
 
 def pool_rate(env_id: str, kwargs: dict[str, Any], size: int, rounds: int, server_urls: list[str] | None) -> float:
     """Steps per second of a RolloutPool (async) playing ``rounds`` rollouts of up to 20 steps."""
-    from gaca_train.vector import RolloutPool
+    from gaca_train.rollout.vector import RolloutPool
 
     pool = RolloutPool(env_id, size, kwargs, mode="async", server_urls=server_urls)
     task_ids = list(gym.make(env_id, **kwargs).unwrapped.task_ids)

@@ -22,9 +22,9 @@ import time
 
 import torch
 
-from gaca_train.advantages import ESTIMATORS, StepRows, compute_advantages
+from gaca_train.estimators.advantages import ESTIMATORS, StepRows, compute_advantages
+from gaca_train.estimators.reference import reference_advantages
 from gaca_train.experiments.synthetic import synthetic_batch
-from gaca_train.reference import reference_advantages
 
 
 def branched_batch(groups: int, trajs: int, steps: int) -> tuple[StepRows, torch.Tensor]:

@@ -7,7 +7,7 @@ Qwen2 layout, once as the paper configs set it (``dtype: float32`` master weight
 autocast) and once stored in bf16 (the setting ``GACATrainer`` now refuses: its check is bypassed
 here, and only here, to measure what that setting did). Prints, per setting, the fraction of weights
 that changed, the fraction of RMSNorm weights that changed, and the stalled fraction that
-``gaca_train.precision.stalled_fraction`` predicts before the update.
+``gaca_train.training.precision.stalled_fraction`` predicts before the update.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ sys.path.insert(0, str(ROOT))  # the tests' tiny set-up (tests/gaca_train/tiny_s
 
 def one_iteration(dtype: str, learning_rate: float, out: Path) -> dict[str, float]:
     """Fractions of changed weights after one iteration with the policy stored in ``dtype``."""
-    from gaca_train.precision import stalled_fraction
-    from gaca_train.tiny import as_qwen2, save_tiny_model
-    from gaca_train.trainer import GACATrainer
+    from gaca_train.experiments.tiny import as_qwen2, save_tiny_model
+    from gaca_train.training.precision import stalled_fraction
+    from gaca_train.training.trainer import GACATrainer
     from tests.gaca_train.tiny_setup import tiny_config, warm_started_model_and_tokenizer
 
     llama, tokenizer = warm_started_model_and_tokenizer()
@@ -37,7 +37,8 @@ def one_iteration(dtype: str, learning_rate: float, out: Path) -> dict[str, floa
         out, learning_rate=learning_rate, bf16=True, beta=0.01, model_init_kwargs={"dtype": dtype},
         tasks_per_iteration=2, rollouts_per_task=4, max_completion_length=16,
     )  # fmt: skip
-    bypass = mock.patch("gaca_train.trainer.check_update_precision") if dtype != "float32" else mock.MagicMock()
+    patched = "gaca_train.training.trainer.check_update_precision"
+    bypass = mock.patch(patched) if dtype != "float32" else mock.MagicMock()
     with bypass:
         trainer = GACATrainer(model=str(model_dir), args=config, processing_class=tokenizer)
     predicted = stalled_fraction(trainer.model.parameters(), learning_rate)

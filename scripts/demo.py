@@ -15,7 +15,7 @@ import argparse
 
 import torch
 
-from gaca_train.advantages import ESTIMATORS, compute_advantages
+from gaca_train.estimators.advantages import ESTIMATORS, compute_advantages
 from gaca_train.experiments.synthetic import synthetic_batch
 
 

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import gaca_envs  # noqa: F401  (registers the GACA env ids)
 from gaca_envs.task_env import NOTHING_HAPPENS, split_task_ids
-from gaca_train.cli_utils import add_deprecated_alias
 from gaca_train.experiments import quickstart
+from gaca_train.experiments.cli_utils import add_deprecated_alias
+from gaca_train.experiments.tiny import build_tiny_model, build_tokenizer, save_tiny_model
 from gaca_train.experiments.warm_start import expert_steps, sft_warm_start
-from gaca_train.rollout import prompt_templates
-from gaca_train.tiny import build_tiny_model, build_tokenizer, save_tiny_model
+from gaca_train.rollout.prompts import prompt_templates
 
 
 def main(argv: list[str] | None = None) -> None:

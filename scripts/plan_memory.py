@@ -3,7 +3,7 @@
     python scripts/plan_memory.py --config configs/alfworld_gaca.yaml --gpu-mem-gb 80
     python scripts/plan_memory.py --config configs/alfworld_gaca.yaml --model Qwen/Qwen2.5-7B-Instruct --lora-rank 64
 
-The formula is in ``gaca_train/memory.py`` and docs/training.md ("Precision and memory"): float32 master
+The formula is in ``gaca_train/training/memory.py`` and docs/training.md ("Precision and memory"): float32 master
 weights, gradients and AdamW state (or ZeRO-3's sharded 16 bytes per parameter), autocast's bf16 copy, the
 KL reference model, checkpointed activations, TRL's chunked LM head and a colocated vLLM engine. The largest
 micro-batch holds ``micro_batch_tokens`` padded tokens; the most completion tokens among them come from rows
@@ -18,7 +18,7 @@ import sys
 
 import yaml
 
-from gaca_train.memory import format_plan, plan_for_fields
+from gaca_train.training.memory import format_plan, plan_for_fields
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -171,3 +171,81 @@ print(json.dumps(sorted(m for m in ("torch", "trl", "transformers") if m in sys.
 """
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+
+
+# gaca_train's rooms (DESIGN.md / docs/design.md "gaca_train's rooms") and the rooms each may import.
+ROOMS_BELOW: dict[str, set[str]] = {
+    "estimators": set(),
+    "rollout": {"estimators"},
+    "oracle": {"estimators", "rollout"},
+    "training": {"estimators", "rollout", "oracle"},
+    "evaluation": {"estimators", "rollout"},
+    "experiments": {"estimators", "rollout", "oracle", "training", "evaluation"},
+}
+GROUND = {"gaca_train", "gaca_train._compat"}  # the package's lazy top level and the alias map
+
+
+def room_of(module: str) -> str | None:
+    """The room of a gaca_train module (``gaca_train.rollout.vector`` -> ``rollout``); None outside the rooms."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == "gaca_train" and len(parts) > 1 and parts[1] in ROOMS_BELOW else None
+
+
+def room_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Room -> the other rooms its modules import (a module graph collapsed to packages)."""
+    rooms: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        if (room := room_of(module)) is not None:
+            rooms.setdefault(room, set()).update(r for t in targets if (r := room_of(t)) not in (None, room))
+    return rooms
+
+
+def test_gaca_train_top_level_holds_only_the_package_and_the_alias_map():
+    top = sorted(p.name for p in (ROOT / "gaca_train").iterdir() if p.suffix == ".py")
+    assert top == ["__init__.py", "_compat.py"]
+    assert sorted(p.name for p in (ROOT / "gaca_train").iterdir() if p.is_dir() and p.name != "__pycache__") == sorted(
+        ROOMS_BELOW
+    )
+
+
+def test_no_room_imports_a_higher_one_even_inside_functions():
+    graph = import_graph(inside_functions=True)
+    upward = []
+    for module, targets in sorted(graph.items()):
+        room = room_of(module)
+        if room is None:
+            continue
+        for target in sorted(targets):
+            other = room_of(target)
+            if other not in (None, room) and other not in ROOMS_BELOW[room]:
+                upward.append(f"{module} -> {target}")
+            if other is None and target.startswith("gaca_train") and target not in GROUND:
+                upward.append(f"{module} -> {target} (outside the rooms)")
+    assert upward == []
+    # The ground floor imports nothing else of gaca_train but the alias map.
+    assert {
+        t for m, ts in graph.items() if room_of(m) == "estimators" for t in ts if room_of(t) != "estimators"
+    } <= GROUND
+
+
+def test_no_circle_among_rooms():
+    # A circle of packages breaks imports that a module-level circle check misses: importing
+    # gaca_train.rollout.x runs gaca_train/rollout/__init__.py first, whatever x imports.
+    rooms = room_graph(import_graph(inside_functions=True))
+    assert circles(rooms) == []
+    assert circles({"a": {"b"}, "b": {"a"}}) == [["a", "b"]]  # the reader finds one where there is one
+    for room, imported in rooms.items():
+        assert imported <= ROOMS_BELOW[room], room
+
+
+def test_the_layering_check_catches_an_upward_import():
+    graph = {"gaca_train.estimators.rows": {"gaca_train.training.config"}, "gaca_train.training.config": set()}
+    rooms = room_graph(graph)
+    assert rooms["estimators"] == {"training"} and not rooms["estimators"] <= ROOMS_BELOW["estimators"]
+
+
+def test_gaca_envs_and_webshop_server_import_nothing_of_gaca_train():
+    graph = import_graph(inside_functions=True)
+    reached = {f"{m} -> {t}" for m, ts in graph.items() if not m.startswith("gaca_train") for t in ts
+               if t.startswith("gaca_train")}  # fmt: skip
+    assert reached == set()

@@ -58,7 +58,7 @@ def test_env_snippet_runs():
 @pytest.mark.slow
 def test_plain_trl_snippet_builds_its_trainer(tmp_path):
     from gaca_envs.alfworld.generate import generate
-    from gaca_train.tiny import build_bpe_tokenizer, build_tiny_model, save_tiny_model
+    from gaca_train.experiments.tiny import build_bpe_tokenizer, build_tiny_model, save_tiny_model
 
     generate(tmp_path / "alfworld", 8, seed=0, split="train", difficulty="easy", engine="native")
     from trl.chat_template_utils import qwen2_5_chat_template

@@ -306,7 +306,7 @@ class CriticalChainEnv(TaskEnv):
     def step_outcomes(self, action: str) -> list[tuple[float, tuple[str, float, bool, bool, dict[str, Any]], Any]]:
         """Every outcome of ``action`` in the current state with its probability; the env is left as it was.
 
-        The env's dynamics as a table, for exact dynamic programming (:mod:`gaca_train.oracle_exact`): a
+        The env's dynamics as a table, for exact dynamic programming (:mod:`gaca_train.oracle.exact`): a
         move has two outcomes under ``noise`` (on with 1 - noise, a slip with noise), every other action one.
 
         Returns:

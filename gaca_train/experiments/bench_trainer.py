@@ -22,13 +22,13 @@ With ``--oracle-every N`` the trainer's oracle (``oracle_every``, docs/training.
 seconds a pass are taken out of the iteration times and reported with their share of training time,
 pass / (N x iteration + pass).
 
-With ``--branching nll`` the rollouts branch (:mod:`gaca_train.branching`) and the snapshots' save and
+With ``--branching nll`` the rollouts branch (:mod:`gaca_train.rollout.branching`) and the snapshots' save and
 restore time (part of env) is reported as a share of the iteration, with their number and size.
 
 Also the update phase's rows/s, the tokens the rows hold and the tokens the passes computed
 (``rollout/row_tokens``, ``rollout/computed_tokens``, ``train/row_tokens``, ``train/computed_tokens``),
 the FLOP/s of generation, update and the whole iteration against a float32 matmul peak measured in the
-same run (:mod:`gaca_train.flops`: each row's own work, so layouts compare on equal FLOPs), and the
+same run (:mod:`gaca_train.training.flops`: each row's own work, so layouts compare on equal FLOPs), and the
 process's peak resident memory. The target of issue 6 is env + advantage + other under 10% of the
 iteration.
 
@@ -56,12 +56,12 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from gaca_train.config import GACAConfig
-from gaca_train.episodes import BaselinePolicy, EnvList, play
-from gaca_train.flops import ModelShape, forward_flops, matmul_peak
-from gaca_train.rollout import prompt_templates
-from gaca_train.tiny import build_tiny_model, build_tokenizer, cpu_run_defaults, torch_threads
-from gaca_train.trainer import GACATrainer
+from gaca_train.experiments.tiny import build_tiny_model, build_tokenizer, cpu_run_defaults, torch_threads
+from gaca_train.rollout.episodes import BaselinePolicy, EnvList, play
+from gaca_train.rollout.prompts import prompt_templates
+from gaca_train.training.config import GACAConfig
+from gaca_train.training.flops import ModelShape, forward_flops, matmul_peak
+from gaca_train.training.trainer import GACATrainer
 
 
 class _LastIterationProfile(TrainerCallback):

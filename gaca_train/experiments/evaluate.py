@@ -20,7 +20,7 @@ them) or the endpoint failed its pre-flight check; 2 for bad arguments; 130 when
 
 :func:`main` is the command line of ``scripts/evaluate.py``; :func:`resolve` turns its options into
 the run's settings, and the episodes are played by :mod:`gaca_train.evaluation` and reported by
-:mod:`gaca_train.eval_report`.
+:mod:`gaca_train.evaluation.report`.
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ import gymnasium as gym
 
 import gaca_envs  # noqa: F401  (registers the GACA env ids)
 from gaca_envs.task_env import split_task_ids
-from gaca_train.cli_utils import add_deprecated_alias
-from gaca_train.endpoint import (
+from gaca_train.evaluation.backends import Sampling, endpoint_backend
+from gaca_train.evaluation.endpoint import (
     PREFLIGHT_TIMEOUT,
     EndpointError,
     Interrupted,
@@ -50,9 +50,7 @@ from gaca_train.endpoint import (
     check_base_url,
     check_endpoint,
 )
-from gaca_train.eval_backends import Sampling, endpoint_backend
-from gaca_train.eval_report import compare, compare_markdown, load_run, markdown, summarise
-from gaca_train.evaluation import (
+from gaca_train.evaluation.play import (
     ChatFn,
     EpisodeLog,
     RunMismatch,
@@ -66,7 +64,9 @@ from gaca_train.evaluation import (
     sample_tasks,
     task_types,
 )
-from gaca_train.rollout import PromptBuilder, parse_response, template_for
+from gaca_train.evaluation.report import compare, compare_markdown, load_run, markdown, summarise
+from gaca_train.experiments.cli_utils import add_deprecated_alias
+from gaca_train.rollout.prompts import PromptBuilder, parse_response, template_for
 
 __all__ = ["main", "markdown", "model_files", "parse_args", "pick_backend", "resolve", "summarise"]
 
@@ -289,7 +289,7 @@ def _check_backend(args: argparse.Namespace, backend: str) -> None:
         if args.api_key_env and not os.environ.get(args.api_key_env):
             raise SystemExit(f"--api-key-env {args.api_key_env}: that environment variable is not set")
     if backend in ("hf", "vllm") and not Path(args.model).expanduser().is_dir():
-        from gaca_train.startup import check_model_source
+        from gaca_train.training.startup import check_model_source
 
         try:
             check_model_source(args.model)
@@ -445,7 +445,7 @@ def _play(args: argparse.Namespace, backend: str, chat: Any, todo: list, s: dict
                            concurrency=args.concurrency, seed=args.seed, parse=s["parse"],
                            stop=getattr(chat, "stop", None), log_samples=args.log_samples)  # fmt: skip
         else:
-            from gaca_train import eval_backends
+            from gaca_train.evaluation import backends as eval_backends
 
             if backend == "vllm":
                 generate, tokenizer = eval_backends.vllm_backend(args.model, s["sampling"], seed=args.seed)

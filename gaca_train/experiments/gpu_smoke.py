@@ -14,7 +14,7 @@ plays 4 tasks x 4 rollouts x 5 steps per iteration, whose rows fill at least one
 row of ``micro_batch_tokens``. Generation is vLLM colocated where vLLM is importable, else HF generate.
 Prints, and writes to ``<out>/gpu_smoke.json`` (and ``$OUT`` if set): rollout and update tokens/s, the
 largest micro-batch (computed tokens), peak GPU memory against the memory plan for the same settings
-(``gaca_train.memory.plan_for_fields``), and the fraction of parameters the two updates changed, for the
+(``gaca_train.training.memory.plan_for_fields``), and the fraction of parameters the two updates changed, for the
 first layout of ``--layouts``; under ``layouts``, each layout's iteration seconds, update tokens/s (row
 tokens and computed tokens), largest micro-batch and peak memory, and ``packed_over_padded``, the ratio of
 their update seconds. ``--tiny`` prints the same keys (peak memory null).
@@ -87,8 +87,8 @@ def game_corpus(games: Path) -> list[str]:
     import gymnasium as gym
 
     from gaca_envs.task_env import NOTHING_HAPPENS
-    from gaca_train.episodes import BaselinePolicy, EnvList, play
-    from gaca_train.rollout import prompt_templates
+    from gaca_train.rollout.episodes import BaselinePolicy, EnvList, play
+    from gaca_train.rollout.prompts import prompt_templates
 
     env = gym.make("GACA-ALFWorld-v0", data_path=str(games), split="train", expert=True)
     corpus = [" ".join(t) for t in prompt_templates()] + [NOTHING_HAPPENS]
@@ -114,8 +114,8 @@ def build_model(out: Path, games: Path, dtype: str, tiny: bool) -> Path:
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from gaca_train.memory import ARCHITECTURES, Architecture
-    from gaca_train.tiny import build_tokenizer, save_tiny_model
+    from gaca_train.experiments.tiny import build_tokenizer, save_tiny_model
+    from gaca_train.training.memory import ARCHITECTURES, Architecture
 
     corpus = game_corpus(games)
     tokenizer = build_tokenizer(corpus)
@@ -145,7 +145,7 @@ def smoke_config(paper: dict, out: Path, tiny: bool, use_vllm: bool, layout: str
     """GACAConfig: the paper config's fields with :data:`SMOKE_FIELDS` (and on ``tiny`` :data:`TINY_FIELDS`)."""
     import dataclasses
 
-    from gaca_train.config import GACAConfig
+    from gaca_train.training.config import GACAConfig
 
     names = {f.name for f in dataclasses.fields(GACAConfig)}
     fields = {k: v for k, v in paper.items() if k in names and k not in NOT_COPIED and not k.startswith("eval")}
@@ -162,7 +162,7 @@ def smoke_config(paper: dict, out: Path, tiny: bool, use_vllm: bool, layout: str
 
 def smoke_trainer_class():
     """GACATrainer that records the largest micro-batch (computed tokens of one pass) and each iteration's time."""
-    from gaca_train.trainer import GACATrainer
+    from gaca_train.training.trainer import GACATrainer
 
     class SmokeTrainer(GACATrainer):
         largest_micro_batch = 0
@@ -201,7 +201,7 @@ def memory_plan(config, model_dir: Path, paper: dict, min_prompt_tokens: int, gp
     """``plan_for_fields`` for the smoke run's own settings (its model folder, shortest prompt, GPU and layout)."""
     import torch
 
-    from gaca_train.memory import plan_for_fields
+    from gaca_train.training.memory import plan_for_fields
 
     keys = ("micro_batch_tokens", "max_completion_length", "gradient_checkpointing", "beta", "bf16", "use_vllm",
             "vllm_mode", "vllm_gpu_memory_utilization", "vllm_enable_sleep_mode", "update_layout",

@@ -33,13 +33,13 @@ from typing import Any
 
 import gaca_envs  # noqa: F401  (registers the env ids)
 from gaca_envs.task_env import split_task_ids
-from gaca_train.advantages import EstimatorConfig, StepRows
-from gaca_train.episodes import Decision, Turn, play
+from gaca_train.estimators.advantages import EstimatorConfig, StepRows
 from gaca_train.experiments.evaluate import resolve
-from gaca_train.oracle import OracleConfig
-from gaca_train.oracle_metrics import run_oracle_pass
-from gaca_train.rollout import LLMPolicy
-from gaca_train.vector import RolloutPool
+from gaca_train.oracle.metrics import run_oracle_pass
+from gaca_train.oracle.monte_carlo import OracleConfig
+from gaca_train.rollout.episodes import Decision, Turn, play
+from gaca_train.rollout.policy import LLMPolicy
+from gaca_train.rollout.vector import RolloutPool
 
 __all__ = ["EndpointLogprobPolicy", "main"]
 
@@ -48,8 +48,8 @@ class EndpointLogprobPolicy:
     """A served chat model as an episode-loop policy whose decisions carry the response's mean token NLL.
 
     Args:
-        endpoint: a :class:`~gaca_train.endpoint.ChatEndpoint` (its ``request`` sends one try).
-        prompts: the run's :class:`~gaca_train.rollout.PromptBuilder`.
+        endpoint: a :class:`~gaca_train.evaluation.endpoint.ChatEndpoint` (its ``request`` sends one try).
+        prompts: the run's :class:`~gaca_train.rollout.prompts.PromptBuilder`.
         parse: reads a response into an action.
         sampling: request fields (temperature, top_p, max_tokens).
         timeout: seconds for one answer.
@@ -98,13 +98,13 @@ class EndpointLogprobPolicy:
 def _policy(args: argparse.Namespace, s: dict[str, Any]) -> tuple[Any, Any]:
     """The policy of ``--model`` (token level) or ``--base-url`` (chat level), and what to close after."""
     if args.base_url:
-        from gaca_train.endpoint import ChatEndpoint
+        from gaca_train.evaluation.endpoint import ChatEndpoint
 
         endpoint = ChatEndpoint(args.base_url, args.served_model, api_key=os.environ.get("OPENAI_API_KEY"))
         sampling = {"temperature": s["sampling"].temperature, "top_p": s["sampling"].top_p,
                     "max_tokens": s["sampling"].max_new_tokens}  # fmt: skip
         return EndpointLogprobPolicy(endpoint, s["prompts"], s["parse"], sampling, args.timeout, args.seed), endpoint
-    from gaca_train import eval_backends
+    from gaca_train.evaluation import backends as eval_backends
 
     generate, tokenizer = eval_backends.hf_backend(args.model, s["sampling"], seed=args.seed)
     return LLMPolicy(generate, tokenizer, s["prompts"], batch_size=args.batch_size, parse=s["parse"]), None

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from gaca_train.experiments.study_report import mean_ci
-from gaca_train.oracle_metrics import alignment, mixture_decomposition, quality
+from gaca_train.oracle.metrics import alignment, mixture_decomposition, quality
 
 ESTIMATORS = ("grpo", "gigpo", "gaca", "reweight")
 NAMES = {"grpo": "GRPO", "gigpo": "GiGPO", "gaca": "GACA", "reweight": "NLL reweight"}

@@ -1,6 +1,6 @@
 """Oracle studies on CriticalChain: the estimators against true advantages, the paper's theory as numbers.
 
-Every run is a tabular run (:func:`gaca_train.tabular.train_tabular`) whose oracle measures, every
+Every run is a tabular run (:func:`gaca_train.experiments.tabular.train_tabular`) whose oracle measures, every
 ``--oracle-every`` iterations, 32 stratified rows of the iteration's batch: Monte-Carlo A* from env
 snapshots (16 continuations each for Q and V), every estimator on the same rows, the risk
 decomposition and the alignment (docs/method.md section 8). Three studies:
@@ -37,7 +37,7 @@ import os
 import time
 from concurrent.futures import ProcessPoolExecutor
 
-from gaca_train.cli_utils import parse_seeds
+from gaca_train.experiments.cli_utils import parse_seeds
 from gaca_train.experiments.oracle_report import REPORTS
 from gaca_train.experiments.study import run_tabular_job, tabular_base
 

@@ -41,10 +41,10 @@ from transformers.trainer_callback import PrinterCallback
 
 import gaca_envs  # noqa: F401  (registers the GACA env ids)
 from gaca_envs.task_env import split_task_ids
-from gaca_train.cli_utils import add_deprecated_alias, parse_seeds, warn_deprecated
+from gaca_train.experiments.cli_utils import add_deprecated_alias, parse_seeds, warn_deprecated
 from gaca_train.experiments.seed_tables import compare_with_reference, machine, seed_table, seeds_markdown
 from gaca_train.experiments.warm_start import expert_steps, sft_warm_start
-from gaca_train.rollout import PromptBuilder
+from gaca_train.rollout.prompts import PromptBuilder
 
 # The repository checkout this module runs from (configs/ and docs/ live there, not in the wheel).
 ROOT = Path(__file__).resolve().parents[2]
@@ -101,8 +101,8 @@ def measure(
     import torch
     from transformers import GenerationConfig
 
-    from gaca_train.rollout import generate_with_logprobs, run_rollout
-    from gaca_train.vector import RolloutPool
+    from gaca_train.rollout.policy import generate_with_logprobs, run_rollout
+    from gaca_train.rollout.vector import RolloutPool
 
     env_kwargs, task_ids = split_task_ids(fields["env_id"], env_kwargs, split)
     task_ids = task_ids[: max_tasks or len(task_ids)]
@@ -168,8 +168,8 @@ def plot(log_history: list[dict], before: float, after: float, path: Path, title
 def warm_start(fields: dict, env_kwargs: dict, args: argparse.Namespace, out: Path) -> tuple:
     """Tiny model and word-level tokenizer, fine-tuned on (noisy) expert steps of the train tasks."""
     from gaca_envs.task_env import NOTHING_HAPPENS
-    from gaca_train.rollout import prompt_templates
-    from gaca_train.tiny import build_tiny_model, build_tokenizer
+    from gaca_train.experiments.tiny import build_tiny_model, build_tokenizer
+    from gaca_train.rollout.prompts import prompt_templates
 
     env_id, steps = fields["env_id"], fields["max_env_steps"]
     train_ids = split_task_ids(env_id, env_kwargs, "train")[1]
@@ -400,9 +400,9 @@ def main(argv: list[str] | None = None) -> dict:
 
     import torch
 
-    from gaca_train.config import GACAConfig
-    from gaca_train.tiny import save_tiny_model
-    from gaca_train.trainer import GACATrainer
+    from gaca_train.experiments.tiny import save_tiny_model
+    from gaca_train.training.config import GACAConfig
+    from gaca_train.training.trainer import GACATrainer
 
     tic = time.perf_counter()
     out = Path(args.out)

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from gaca_envs.machine import cpu_model
-from gaca_train.eval_report import t975
+from gaca_train.evaluation.report import t975
 
 # The repository checkout this module runs from (docs/ lives there, not in the wheel).
 ROOT = Path(__file__).resolve().parents[2]

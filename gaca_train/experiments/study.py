@@ -1,8 +1,8 @@
 """Credit-assignment study: GRPO vs GiGPO vs GACA vs NLL reweighting, several seeds each.
 
-Set-up "diagnostic" (``--setup diagnostic``, default): a tabular softmax policy (``gaca_train.tabular``; the
-chosen action's -log pi plays the NLL's role) trained by on-policy policy gradient on
-GACA-CriticalChain-v0, from the same initialisation (theta = 0) and with the same sample budget
+Set-up "diagnostic" (``--setup diagnostic``, default): a tabular softmax policy
+(``gaca_train.experiments.tabular``; the chosen action's -log pi plays the NLL's role) trained by on-policy
+policy gradient on GACA-CriticalChain-v0, from the same initialisation (theta = 0) and with the same sample budget
 for every estimator. Only the advantage differs between runs.
 
 Set-up "alfworld" (``--setup alfworld``): the CPU quickstart's tiny LM (``gaca_train.experiments.quickstart``)
@@ -43,7 +43,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from gaca_train.cli_utils import add_deprecated_alias, parse_seeds, warn_deprecated
+from gaca_train.experiments.cli_utils import add_deprecated_alias, parse_seeds, warn_deprecated
 from gaca_train.experiments.study_report import alfworld_report, branching_report, tabular_report
 
 DIAGNOSTIC_ENV = {
@@ -64,12 +64,12 @@ ESTIMATOR_RUNS = {
 
 
 def run_tabular_job(job: dict) -> dict:
-    """One tabular run (a :class:`~gaca_train.tabular.StudyConfig` as ``job["config"]``); the job with its curves.
+    """One tabular run (a :class:`~gaca_train.experiments.tabular.StudyConfig` as ``job["config"]``), with its curves.
 
     Module-level so that ``ProcessPoolExecutor`` workers can unpickle it.
     """
     import gaca_envs  # noqa: F401  (registers the env ids in the worker process)
-    from gaca_train.tabular import StudyConfig, train_tabular
+    from gaca_train.experiments.tabular import StudyConfig, train_tabular
 
     start = time.perf_counter()
     curves = train_tabular(StudyConfig(**job["config"]))
@@ -92,9 +92,9 @@ def run_alfworld_job(job: dict) -> dict:
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 
     import gaca_envs  # noqa: F401  (registers the env ids in the worker process)
-    from gaca_train.config import GACAConfig
     from gaca_train.experiments import quickstart as quickstart_cpu
-    from gaca_train.trainer import GACATrainer
+    from gaca_train.training.config import GACAConfig
+    from gaca_train.training.trainer import GACATrainer
 
     torch.set_num_threads(job["threads"])
     start = time.perf_counter()
@@ -163,7 +163,7 @@ def finished_result(job: dict) -> dict | None:
 
 
 def tabular_base(args: argparse.Namespace) -> dict:
-    """The :class:`~gaca_train.tabular.StudyConfig` fields every tabular run of the study shares."""
+    """The :class:`~gaca_train.experiments.tabular.StudyConfig` fields every tabular run of the study shares."""
     return {
         "env_kwargs": DIAGNOSTIC_ENV,
         "task_pool": args.task_pool,
@@ -239,7 +239,7 @@ def tabular_study(args: argparse.Namespace) -> str:
 def shared_warm_start(args: argparse.Namespace, fields: dict, env_kwargs: dict, qargs: argparse.Namespace) -> dict:
     """SFT warm start in ``--out/warm`` (reused when its inputs match); returns its ``warm.json`` info."""
     from gaca_train.experiments import quickstart as quickstart_cpu
-    from gaca_train.tiny import save_tiny_model
+    from gaca_train.experiments.tiny import save_tiny_model
 
     start = time.perf_counter()
     warm_dir = Path(args.out) / "warm"
@@ -425,7 +425,7 @@ def make_parser() -> argparse.ArgumentParser:
 
 
 def study_seeds(text: str) -> list[int]:
-    """The seeds of ``--seeds`` (:func:`~gaca_train.cli_utils.parse_seeds`); a bare N > 0 is 0..N-1, deprecated.
+    """The seeds of ``--seeds`` (:func:`~gaca_train.experiments.cli_utils.parse_seeds`); a lone N > 0: 0..N-1 (old).
 
     Raises:
         ValueError: for a value that names no seeds (the message shows the accepted forms).

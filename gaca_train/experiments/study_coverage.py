@@ -8,7 +8,7 @@ independent rollouts of a scripted policy: at each step the expert's action with
 LLM lies between). The share of rows with an anchor partner and the mean anchor-group size are
 reported by step index (:func:`gaca_train.experiments.study_report.coverage_rows`).
 
-Each setting is also played as branching rollouts (:mod:`gaca_train.branching`): half the slots are roots,
+Each setting is also played as branching rollouts (:mod:`gaca_train.rollout.branching`): half the slots are roots,
 2 branch points per group chosen at random (``uniform``: a scripted policy has no NLL), continuations
 restored from env snapshots within the independent setting's env steps. Their rows add a column: the
 coverage at branch points (a continuation's first row and its parent's row at that step).
@@ -22,9 +22,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from gaca_train.advantages import StepRows, compute_advantages
-from gaca_train.branching import Branching, play_tree
-from gaca_train.episodes import Decision, EnvList, Turn, play
+from gaca_train.estimators.advantages import StepRows, compute_advantages
+from gaca_train.rollout.branching import Branching, play_tree
+from gaca_train.rollout.episodes import Decision, EnvList, Turn, play
 
 SETTINGS = (("easy", 10), ("real", 50))  # (room difficulty, horizon)
 P_EXPERT = (0.0, 0.5)
@@ -50,7 +50,7 @@ def coverage_results(games: int, rollouts: int, seed: int) -> list[dict[str, Any
 
     import gaca_envs  # noqa: F401  (registers the ids)
     from gaca_envs.alfworld.generate import generate
-    from gaca_train.tabular import add_coverage, new_coverage
+    from gaca_train.experiments.tabular import add_coverage, new_coverage
 
     results = []
     for difficulty, horizon in SETTINGS:

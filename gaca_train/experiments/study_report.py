@@ -1,7 +1,7 @@
 """Statistics and reports of the estimator study (:mod:`gaca_train.experiments.study`).
 
 Every figure is a mean over seeds with the half-width of its 95% Student t-interval
-(:func:`mean_ci`, t quantiles from :func:`gaca_train.eval_report.t975`). Runs that share a seed
+(:func:`mean_ci`, t quantiles from :func:`gaca_train.evaluation.report.t975`). Runs that share a seed
 share the initialisation and the task order, so :func:`paired_rows` compares estimators by
 per-seed differences, which removes most of the between-seed noise.
 
@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gaca_train.eval_report import t975
+from gaca_train.evaluation.report import t975
 
 # Paired comparisons (a, b): a row of the per-seed difference a - b.
 PAIRS = [("GiGPO", "GRPO"), ("GACA", "GRPO"), ("NLL reweight", "GRPO"), ("GACA", "GiGPO")]
@@ -340,7 +340,7 @@ def branching_report(out: str | os.PathLike[str], data: dict, wall_seconds: floa
     Args:
         out: the study's output folder.
         data: ``args``, ``env_kwargs`` and ``results`` as :func:`tabular_report` takes them; each result's
-            curves carry ``env_steps`` and ``coverage`` (see :func:`gaca_train.tabular.train_tabular`).
+            curves carry ``env_steps`` and ``coverage`` (see :func:`gaca_train.experiments.tabular.train_tabular`).
         wall_seconds: how long the runs took.
     """
     out, args, env, results = Path(out), data["args"], data["env_kwargs"], data["results"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from gaca_train.rows import StepRows
+from gaca_train.estimators.rows import StepRows
 
 
 def synthetic_batch(groups: int, trajs: int, steps: int, seed: int = 0) -> StepRows:

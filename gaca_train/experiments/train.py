@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from transformers import AutoTokenizer
 from trl import ModelConfig, TrlParser, get_peft_config, get_quantization_config
 
-from gaca_train.config import GACAConfig
-from gaca_train.startup import HubUnreachableError, check_startup, describe_schedule
-from gaca_train.trainer import GACATrainer
+from gaca_train.training.config import GACAConfig
+from gaca_train.training.startup import HubUnreachableError, check_startup, describe_schedule
+from gaca_train.training.trainer import GACATrainer
 
 
 @dataclass
@@ -90,14 +90,15 @@ def main(script_args: ScriptArguments, training_args: GACAConfig, model_args: Mo
 
 
 def dry_run_memory_plan(training_args: GACAConfig, model_args: ModelConfig) -> str:
-    """The memory plan (:func:`gaca_train.memory.plan_for_fields`) of the parsed settings, as plan_memory.py prints it.
+    """The memory plan (:func:`gaca_train.training.memory.plan_for_fields`) of the parsed settings, as plan_memory.py
+    prints it.
 
     Sized for this machine's GPU, or an 80 GiB one without CUDA. A model whose sizes cannot be known
-    without loading it (a Hub id outside :data:`gaca_train.memory.ARCHITECTURES`) gets a line saying so.
+    without loading it (a Hub id outside :data:`gaca_train.training.memory.ARCHITECTURES`) gets a line saying so.
     """
     import torch
 
-    from gaca_train.memory import format_plan, plan_for_fields
+    from gaca_train.training.memory import format_plan, plan_for_fields
 
     gpu_mem_gb = torch.cuda.get_device_properties(0).total_memory / 1024**3 if torch.cuda.is_available() else 80.0
     fields = {

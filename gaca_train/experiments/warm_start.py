@@ -15,8 +15,8 @@ from typing import Any
 import gymnasium as gym
 
 import gaca_envs  # noqa: F401  (registers the GACA env ids)
-from gaca_train.episodes import Decision, EnvList, Turn, play
-from gaca_train.rollout import PromptBuilder, template_for
+from gaca_train.rollout.episodes import Decision, EnvList, Turn, play
+from gaca_train.rollout.prompts import PromptBuilder, template_for
 
 
 def expert_steps(

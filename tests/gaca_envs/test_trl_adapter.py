@@ -241,7 +241,7 @@ def _chat_tokenizer(corpus: list[str], calls: list[tuple[str, ...]]):
     """A round-trip tokenizer with TRL's Qwen2.5 template, and one added token per tool-call block of ``calls``."""
     from trl.chat_template_utils import qwen2_5_chat_template
 
-    from gaca_train.tiny import build_bpe_tokenizer
+    from gaca_train.experiments.tiny import build_bpe_tokenizer
 
     tokenizer = build_bpe_tokenizer([*corpus, *map(lambda c: _calls(*c), calls)], vocab_size=2048)
     tokenizer.chat_template = qwen2_5_chat_template
@@ -282,7 +282,7 @@ def _script(tokenizer, turns: list[tuple[list[int], int]]) -> list:
 def _grpo_args(tmp_path, **fields):
     from trl import GRPOConfig
 
-    from gaca_train.tiny import cpu_run_defaults
+    from gaca_train.experiments.tiny import cpu_run_defaults
 
     return GRPOConfig(
         output_dir=str(tmp_path / "out"), max_steps=1, learning_rate=1e-2, **fields, **cpu_run_defaults()
@@ -299,7 +299,7 @@ def test_one_grpo_iteration_plays_the_env_through_tools(tmp_path, monkeypatch):
     import torch
     from trl import GRPOTrainer
 
-    from gaca_train.tiny import build_tiny_model
+    from gaca_train.experiments.tiny import build_tiny_model
 
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")  # environment_factory is experimental in TRL 1.16
     dataset = task_dataset(CHAIN, "train", limit=1, **CHAIN_KWARGS)
@@ -348,7 +348,7 @@ def test_a_multi_turn_alfworld_episode_calls_act_once_per_turn(tmp_path, monkeyp
     """
     from trl import GRPOTrainer
 
-    from gaca_train.tiny import build_tiny_model
+    from gaca_train.experiments.tiny import build_tiny_model
 
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
     dataset = task_dataset(ALFWORLD, "train", limit=1, data_path=alfworld_root)
@@ -399,7 +399,7 @@ def test_two_envs_in_one_run_log_their_rewards_apart(tmp_path, monkeypatch, shop
     from datasets import concatenate_datasets
     from trl import GRPOTrainer
 
-    from gaca_train.tiny import build_tiny_model
+    from gaca_train.experiments.tiny import build_tiny_model
 
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
     shop_kwargs = {"app": shop_app, "split": "test"}

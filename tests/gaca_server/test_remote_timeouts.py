@@ -16,7 +16,7 @@ from websockets.utils import accept_key
 
 import gaca_envs  # noqa: F401  (registers the env ids)
 from gaca_server.app import create_server_app
-from gaca_train.vector import RolloutPool
+from gaca_train.rollout.vector import RolloutPool
 
 ENV_ID = "GACA-CriticalChain-v0"
 

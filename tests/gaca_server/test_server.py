@@ -324,7 +324,7 @@ def test_an_unknown_env_id_or_kwarg_stops_the_command_with_its_message(capsys, m
 
 
 def test_the_trainers_rollout_pool_spreads_its_envs_over_servers(chain_server):
-    from gaca_train.vector import RolloutPool
+    from gaca_train.rollout.vector import RolloutPool
 
     task_ids = ["train-0", "train-0", "train-5", "train-5"]
     with running_server("GACA-CriticalChain-v0", None) as second:

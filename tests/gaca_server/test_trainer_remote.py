@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import requests
 
-from gaca_train.trainer import GACATrainer
+from gaca_train.training.trainer import GACATrainer
 from tests.gaca_server.servers import running_server
 from tests.gaca_train.tiny_setup import ENV_KWARGS, tiny_config, tiny_model_and_tokenizer
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from hypothesis import strategies as st
 
-from gaca_train.rows import StepRows
+from gaca_train.estimators.rows import StepRows
 
 
 @st.composite

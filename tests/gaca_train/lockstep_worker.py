@@ -21,10 +21,11 @@ import torch
 from accelerate import Accelerator
 from trl.generation.vllm_generation import VLLMGeneration
 
-from gaca_train.branching import Branching
-from gaca_train.rollout import PromptBuilder, max_over_ranks, run_rollout, template_for
-from gaca_train.tiny import build_tokenizer
-from gaca_train.vector import RolloutPool
+from gaca_train.experiments.tiny import build_tokenizer
+from gaca_train.rollout.branching import Branching
+from gaca_train.rollout.policy import max_over_ranks, run_rollout
+from gaca_train.rollout.prompts import PromptBuilder, template_for
+from gaca_train.rollout.vector import RolloutPool
 from tests.gaca_train.tiny_setup import ENV_KWARGS, env_corpus
 
 

@@ -31,8 +31,8 @@ def test_estimator_names_import_torch_only():
 
 def test_trainer_and_config_import_from_the_top_level():
     from gaca_train import GACAConfig, GACATrainer
-    from gaca_train.config import GACAConfig as config_class
-    from gaca_train.trainer import GACATrainer as trainer_class
+    from gaca_train.training.config import GACAConfig as config_class
+    from gaca_train.training.trainer import GACATrainer as trainer_class
 
     assert GACATrainer is trainer_class and GACAConfig is config_class
 

@@ -6,9 +6,9 @@ import functools
 from typing import Any
 
 from gaca_envs.criticalchain import CriticalChainEnv
-from gaca_train.config import GACAConfig
-from gaca_train.rollout import prompt_templates
-from gaca_train.tiny import build_tiny_model, build_tokenizer, cpu_run_defaults
+from gaca_train.experiments.tiny import build_tiny_model, build_tokenizer, cpu_run_defaults
+from gaca_train.rollout.prompts import prompt_templates
+from gaca_train.training.config import GACAConfig
 
 ENV_KWARGS = {"horizon": 3, "num_branches": 1, "num_tasks": 2, "max_env_steps": 4}
 
@@ -57,7 +57,7 @@ def expert_examples(
     tokenizer, env_kwargs: dict[str, Any] = ENV_KWARGS, n_tasks: int = 2
 ) -> list[tuple[list[int], list[int]]]:
     """(prompt ids, response ids) of expert steps, rendered exactly as the rollout renders them."""
-    from gaca_train.rollout import PromptBuilder, template_for
+    from gaca_train.rollout.prompts import PromptBuilder, template_for
 
     system, template = template_for("GACA-CriticalChain-v0")
     builder = PromptBuilder(system, template, history_length=2, max_env_steps=env_kwargs["max_env_steps"])
@@ -126,7 +126,7 @@ SCRIPTED_RESPONSES = (
 
 
 def scripted_generate(tokenizer):
-    """A :data:`gaca_train.rollout.GenerateFn` answering each prompt with one of ``SCRIPTED_RESPONSES``."""
+    """A :data:`gaca_train.rollout.prompts.GenerateFn` answering each prompt with one of ``SCRIPTED_RESPONSES``."""
     answers = [tokenizer(r)["input_ids"] + [tokenizer.eos_token_id] for r in SCRIPTED_RESPONSES]
 
     def generate(prompt_ids):
@@ -138,7 +138,7 @@ def scripted_generate(tokenizer):
 
 def scripted_trainer_class():
     """``GACATrainer`` whose rollouts use :func:`scripted_generate` (the loss still runs the real model)."""
-    from gaca_train.trainer import GACATrainer
+    from gaca_train.training.trainer import GACATrainer
 
     class ScriptedTrainer(GACATrainer):
         def _generate_fn(self, model):

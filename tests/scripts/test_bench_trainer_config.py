@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gaca_train.experiments import bench_trainer
-from gaca_train.tiny import build_tiny_model, build_tokenizer, save_tiny_model
+from gaca_train.experiments.tiny import build_tiny_model, build_tokenizer, save_tiny_model
 
 ROOT = Path(__file__).resolve().parents[2]
 

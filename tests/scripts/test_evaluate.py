@@ -12,8 +12,8 @@ import pytest
 import torch
 import yaml
 
-from gaca_train.endpoint import ChatEndpoint, EndpointError, RetryPolicy
-from gaca_train.tiny import save_tiny_model
+from gaca_train.evaluation.endpoint import ChatEndpoint, EndpointError, RetryPolicy
+from gaca_train.experiments.tiny import save_tiny_model
 from tests.gaca_train.tiny_setup import ENV_KWARGS, tiny_model_and_tokenizer
 from tests.scripts.chat_server import MALFORMED, ChatServer, scripted_response
 
@@ -106,7 +106,7 @@ def test_expert_and_random_on_generated_alfworld_games_report_task_types(tmp_pat
     assert expert["summary"]["success_rate"] == 1.0
     assert sum(expert["summary"]["success_by_task_type"].values()) == 2.0  # two games of two task types
     # The stratified draw reads each game's task type from the env.
-    from gaca_train.evaluation import task_types
+    from gaca_train.evaluation.play import task_types
 
     types = task_types("GACA-ALFWorld-v0", {"data_path": str(data), "split": "train"})
     assert sorted(types) == sorted(e["task_id"] for e in expert["episodes"])
@@ -390,7 +390,7 @@ def test_report_per_task_type_with_intervals_and_malformed_rate(evaluate):
 
 
 def test_clustered_rate_interval_widens_for_episodes_that_are_all_or_nothing():
-    from gaca_train.eval_report import clustered_rate_interval, wilson
+    from gaca_train.evaluation.report import clustered_rate_interval, wilson
 
     # Ten episodes of 10 steps: five malformed throughout, five never. Pooled rate 0.5 either way,
     # but the evidence is ten episodes, not a hundred independent steps.
@@ -429,7 +429,7 @@ def test_cli_with_a_paper_config_against_an_endpoint(tmp_path, server):
 def test_hf_backend_ignores_the_checkpoints_sampling_defaults(tmp_path):
     from transformers import AutoModelForCausalLM, GenerationConfig
 
-    from gaca_train.eval_backends import Sampling, hf_backend
+    from gaca_train.evaluation.backends import Sampling, hf_backend
 
     model, tokenizer = tiny_model_and_tokenizer()
     clean = save_tiny_model(model, tokenizer, tmp_path / "clean")
@@ -452,7 +452,7 @@ def test_hf_backend_ignores_the_checkpoints_sampling_defaults(tmp_path):
 
 def test_chat_episode_loop_plays_as_the_trainers_rollout(tmp_path, evaluate, monkeypatch):
     """The endpoint backend's episode loop renders the prompts and keeps the history that run_rollout does."""
-    from gaca_train import eval_backends
+    from gaca_train.evaluation import backends as eval_backends
 
     model, tokenizer = tiny_model_and_tokenizer()
     path = save_tiny_model(model, tokenizer, tmp_path / "tiny")
@@ -485,7 +485,7 @@ def test_chat_episode_loop_plays_as_the_trainers_rollout(tmp_path, evaluate, mon
 
 
 def test_log_samples_request_seeds_usage_and_the_run_header(tmp_path, evaluate, server):
-    from gaca_train.evaluation import Job, request_seed
+    from gaca_train.evaluation.play import Job, request_seed
 
     argv = [*CHAIN, "--max-tasks", "2", "--rollouts-per-task", "2", "--base-url", server.base_url, "--model", "m",
             "--seed", "5", "--log-samples", "--out", str(tmp_path / "s")]  # fmt: skip
@@ -529,7 +529,7 @@ def test_vllm_backend_through_a_stand_in_engine_plays_as_the_hf_backend(tmp_path
     import importlib.machinery
     import types
 
-    from gaca_train import eval_backends
+    from gaca_train.evaluation import backends as eval_backends
 
     model, tokenizer = tiny_model_and_tokenizer()
     path = save_tiny_model(model, tokenizer, tmp_path / "tiny")

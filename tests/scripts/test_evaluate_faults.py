@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from gaca_train.endpoint import ChatEndpoint, EndpointError, RetryPolicy
-from gaca_train.evaluation import Job, play_chat_jobs, request_seed
+from gaca_train.evaluation.endpoint import ChatEndpoint, EndpointError, RetryPolicy
+from gaca_train.evaluation.play import Job, play_chat_jobs, request_seed
 from tests.scripts.chat_server import ChatServer, scripted_response
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from gaca_train.tiny import save_tiny_model
+from gaca_train.experiments.tiny import save_tiny_model
 from tests.gaca_train.tiny_setup import ENV_KWARGS, tiny_model_and_tokenizer
 
 CHAIN = ["--env", "GACA-CriticalChain-v0", "--env-kwargs", json.dumps({"horizon": 3, "num_branches": 1})]

@@ -144,4 +144,4 @@ def test_the_wheelhouse_for_the_gpu_image_holds_python_3_12_wheels_under_the_car
     assert re.search(r"^pyarrow>=[\d.]+  # datasets-", needed, re.M) and "transformers" in needed
     assert "KiB in all" in result.stdout
     with zipfile.ZipFile(next(w for w in wheels if w.name.startswith("gaca-"))) as archive:
-        assert "gaca_train/trainer.py" in archive.namelist()
+        assert "gaca_train/training/trainer.py" in archive.namelist()

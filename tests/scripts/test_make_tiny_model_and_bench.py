@@ -11,7 +11,7 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from gaca_train.experiments import bench_trainer
-from gaca_train.tiny import torch_threads
+from gaca_train.experiments.tiny import torch_threads
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from gaca_train.experiments.oracle_measure import main, parse_args
-from gaca_train.tiny import save_tiny_model
+from gaca_train.experiments.tiny import save_tiny_model
 from tests.gaca_train.tiny_setup import ENV_KWARGS, tiny_model_and_tokenizer
 from tests.scripts.chat_server import ChatServer
 

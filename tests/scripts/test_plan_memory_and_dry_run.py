@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gaca_train.memory import ARCHITECTURES, CONFIG_DEFAULTS, plan_for_fields
-from gaca_train.startup import HUB_TIMEOUT_S, check_model_source, check_startup
+from gaca_train.training.memory import ARCHITECTURES, CONFIG_DEFAULTS, plan_for_fields
+from gaca_train.training.startup import HUB_TIMEOUT_S, check_model_source, check_startup
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -81,7 +81,7 @@ def test_precision_reference_model_sleep_mode_and_zero3_change_the_plan_as_docum
 
 
 def test_plan_defaults_are_gaca_configs_defaults():
-    from gaca_train.config import GACAConfig
+    from gaca_train.training.config import GACAConfig
 
     own = {name: f.default for name, f in GACAConfig.__dataclass_fields__.items() if name in CONFIG_DEFAULTS}
     assert own == {k: v for k, v in CONFIG_DEFAULTS.items() if k not in ("use_peft", "lora_r")}
@@ -163,7 +163,7 @@ def test_an_uncached_hub_id_is_looked_up_once_and_each_failure_named(monkeypatch
 def test_use_vllm_without_vllm_bad_splits_and_bf16_storage_stop_at_start_up(tmp_path):
     from trl.import_utils import is_vllm_available
 
-    from gaca_train.config import GACAConfig
+    from gaca_train.training.config import GACAConfig
 
     def config(**overrides):
         fields = dict(output_dir=str(tmp_path), env_id="GACA-CriticalChain-v0", use_cpu=True, report_to="none")
@@ -187,7 +187,7 @@ def test_use_vllm_without_vllm_bad_splits_and_bf16_storage_stop_at_start_up(tmp_
 
 
 def _tiny_model_dir(tmp_path) -> Path:
-    from gaca_train.tiny import build_tiny_model, build_tokenizer, save_tiny_model
+    from gaca_train.experiments.tiny import build_tiny_model, build_tokenizer, save_tiny_model
 
     tokenizer = build_tokenizer(["a b c"])
     return save_tiny_model(build_tiny_model(tokenizer), tokenizer, tmp_path / "model")

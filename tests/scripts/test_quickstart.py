@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gaca_train.tiny import torch_threads
+from gaca_train.experiments.tiny import torch_threads
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -182,8 +182,8 @@ def test_expert_steps_searching_takes_only_what_it_sees(tmp_path):
 
 def test_quickstart_prompts_are_the_trainers_for_the_same_yaml(tmp_path):
     """SFT demonstrations and measurements render what RL renders, `hidden_actions` and the action list included."""
-    from gaca_train.config import GACAConfig
-    from gaca_train.rollout import PromptBuilder
+    from gaca_train.rollout.prompts import PromptBuilder
+    from gaca_train.training.config import GACAConfig
 
     quickstart_cpu, _ = _scripts()
     shipped = ROOT / "configs" / "quickstart_cpu_alfworld.yaml"

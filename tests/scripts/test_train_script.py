@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from gaca_train.experiments import train
-from gaca_train.tiny import save_tiny_model
+from gaca_train.experiments.tiny import save_tiny_model
 from tests.gaca_train.tiny_setup import ENV_KWARGS, tiny_model_and_tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]

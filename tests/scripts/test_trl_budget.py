@@ -10,8 +10,8 @@ import pytest
 import trl
 
 from gaca_envs.trl import DEFAULT_INSTRUCTION, environment_factory
+from gaca_train.experiments.tiny import build_bpe_tokenizer, build_tiny_model, build_tokenizer, save_tiny_model
 from gaca_train.experiments.trl_budget import main, play_episodes
-from gaca_train.tiny import build_bpe_tokenizer, build_tiny_model, build_tokenizer, save_tiny_model
 
 ALFWORLD = "GACA-ALFWorld-v0"
 STEPS = 6

@@ -51,8 +51,8 @@ def _prompt_nll(model, tokenizer, pairs) -> float:
 
 
 def test_sft_full_loss_learns_the_prompt_text_and_completion_only_does_not(tmp_path):
+    from gaca_train.experiments.tiny import build_tiny_model, build_tokenizer
     from gaca_train.experiments.warm_start import sft_warm_start
-    from gaca_train.tiny import build_tiny_model, build_tokenizer
 
     rng = random.Random(0)
     places = ["desk", "shelf", "drawer", "sidetable", "bed", "garbagecan"]
