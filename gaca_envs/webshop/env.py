@@ -10,8 +10,10 @@ A query is 1-256 printable ASCII characters without ``<``, ``>``, ``[``, ``]``, 
 Anything else, or a click on something not on the page, is a step that changes nothing:
 the observation stays the same page and ``info["action_valid"]`` is False.
 
-Reward: ``reward_on_success`` (10) when the purchase scores 1.0, else 0; the task score in
-[0, 1] is ``info["score"]`` and its breakdown ``info["score_breakdown"]``.
+Reward: ``reward_on_success`` (10) when the purchase scores 1.0, else 0 (``reward="success"``,
+as verl-agent trains); with ``reward="score"``, ``reward_on_success`` times the purchase's graded
+score. Either way the task score in [0, 1] is ``info["score"]`` and its breakdown
+``info["score_breakdown"]``.
 
 Episode end: terminated on "Buy Now"; truncated after ``max_env_steps`` (15) steps.
 
@@ -59,6 +61,7 @@ from gaca_envs.webshop.pages import Clickable, Page, parse_page
 
 OBSERVATION_MODES = ("text", "text_rich", "html")
 SPLITS = ("train", "eval", "test", "all")
+REWARD_MODES = ("success", "score")  # the env reward: reward_on_success on a win, or times the graded score
 ACTION = re.compile(r"(search|click)\[(.+)\]", re.DOTALL)
 QUERY = re.compile(r"[ -~]{1,256}")  # printable ASCII
 QUERY_FORBIDDEN = re.compile(r"[<>\[\]{}]")
@@ -122,6 +125,8 @@ class WebShopEnv(TaskEnv):
         shop_config: a ``webshop_server.ShopConfig`` (or dict of its fields) for the in-process shop.
         max_env_steps: steps before truncation (default 15); ``max_steps`` is its deprecated spelling.
         reward_on_success: reward when the purchase scores 1.0.
+        reward: ``"success"`` (``reward_on_success`` on a score of 1.0, else 0) or ``"score"``
+            (``reward_on_success`` times the purchase's score).
         session_prefix: prepended to ``fixed_<n>`` session ids (must end with ``_`` if given).
         request_timeout_s: HTTP request timeout.
         reconnect_s: how long the HTTP backend retries a lost connection before raising.
@@ -148,6 +153,7 @@ class WebShopEnv(TaskEnv):
         shop_config: Any = None,
         max_env_steps: int | None = None,
         reward_on_success: float = 10.0,
+        reward: str = "success",
         session_prefix: str = "",
         request_timeout_s: float = 10.0,
         reconnect_s: float = 5.0,
@@ -162,6 +168,8 @@ class WebShopEnv(TaskEnv):
             raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
         if max_env_steps < 1:
             raise ValueError(f"max_env_steps must be >= 1, got {max_env_steps}")
+        if reward not in REWARD_MODES:
+            raise ValueError(f"reward must be one of {REWARD_MODES}, got {reward!r}")
         if session_prefix and not re.fullmatch(r"[A-Za-z0-9-]{1,40}_", session_prefix):
             raise ValueError(f"session_prefix must be letters, digits or '-' ending with '_', got {session_prefix!r}")
         if server_url is not None and (app is not None or shop_config is not None):
@@ -175,6 +183,7 @@ class WebShopEnv(TaskEnv):
         self.split = split
         self.max_env_steps = max_env_steps
         self.reward_on_success = reward_on_success
+        self.reward_mode = reward
         self.session_prefix = session_prefix
         self.render_mode = render_mode
         self.backend = self._make_backend(server_url, app, shop_config, request_timeout_s, reconnect_s)
@@ -281,7 +290,10 @@ class WebShopEnv(TaskEnv):
         score = float(page.reward) if terminated and page.reward is not None else 0.0
         won = terminated and score == 1.0  # as the original: success is a score of exactly 1
         truncated = self._end_step(terminated)
-        reward = self.reward_on_success if won else 0.0
+        if self.reward_mode == "score":
+            reward = self.reward_on_success * score
+        else:
+            reward = self.reward_on_success if won else 0.0
         info = self._info(action_valid=move is not None, score=score, won=won)
         if terminated and page.reward_info is not None:
             info["score_breakdown"] = page.reward_info

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import torch
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
 SPECIAL_TOKENS: tuple[str, ...] = ("<pad>", "<unk>", "<|im_start|>", "<|im_end|>")
@@ -56,6 +56,45 @@ def build_tokenizer(corpus: Iterable[str], *, max_vocab: int | None = None) -> P
     )
     tokenizer.decoder = decoders.WordPiece(prefix="##", cleanup=True)  # joins words with spaces
     return _chat_tokenizer(tokenizer)
+
+
+# The spaced tokenizer's words: a word, a tag or one other character, with the space after it attached.
+_SPACED_WORD = r"(?:</?(?:think|action)>|[a-z0-9]+|[^\sa-z0-9]) ?| "
+
+
+def build_spaced_tokenizer(corpus: Iterable[str], *, max_vocab: int | None = None) -> PreTrainedTokenizerFast:
+    """A lowercase word-level tokenizer that keeps the spaces: decoding gives the text back, lowercased.
+
+    :func:`build_tokenizer` joins every word with a space on decoding, so ``search[red shoes]`` comes
+    back as ``search [ red shoes ]``, which WebShop rejects. Here a word carries the space after it
+    (``red `` then ``shoes``), so a decoded action is the text the model meant, and a prompt that ends
+    in a line break tokenizes the same alone as followed by its response. Text is lowercased first
+    (a title's ``Shoes`` and an instruction's ``shoes`` are one word), and each run of whitespace,
+    newlines included, becomes one space.
+
+    Args:
+        corpus: texts to take the vocabulary from (e.g. rendered prompts, responses and page words).
+        max_vocab: keep at most this many words (most frequent first), besides the special tokens.
+
+    Returns:
+        A fast tokenizer with a ChatML chat template, ``<|im_end|>`` as EOS and ``<pad>`` as pad.
+    """
+    reader = pre_tokenizers.Split(Regex(_SPACED_WORD), behavior="isolated")
+    counts: dict[str, int] = {}
+    for text in corpus:
+        for word, _ in reader.pre_tokenize_str(re.sub(r"\s+", " ", text).lower()):
+            counts[word] = counts.get(word, 0) + 1
+    for tag in SPECIAL_TOKENS:
+        counts.pop(tag, None)
+    for word in ("system ", "user ", "assistant ", " "):  # the chat template's roles and line breaks
+        counts.setdefault(word, 1)
+    words = sorted(counts, key=lambda w: (-counts[w], w))[:max_vocab]
+    vocab = {tok: i for i, tok in enumerate((*SPECIAL_TOKENS, *sorted(words)))}
+    tokenizer = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    tokenizer.normalizer = normalizers.Sequence([normalizers.Replace(Regex(r"\s+"), " "), normalizers.Lowercase()])
+    tokenizer.pre_tokenizer = reader
+    tokenizer.decoder = decoders.Fuse()  # the words already hold their spaces
+    return _chat_tokenizer(tokenizer, clean_up_tokenization_spaces=False)
 
 
 def build_bpe_tokenizer(corpus: Iterable[str], *, vocab_size: int = 1024) -> PreTrainedTokenizerFast:

@@ -33,6 +33,7 @@ def expert_steps(
     invalid_noise: float = 0.0,
     searching: float = 0.0,
     demos_per_task: int = 1,
+    demonstrator: str | None = None,
 ) -> list[tuple[list[dict[str, str]], str]]:
     """(chat messages, response) per step of expert episodes; random admissible actions if no expert.
 
@@ -55,21 +56,32 @@ def expert_steps(
     and few tasks, a tiny model memorises the one noisy choice made at each fork, its policy is then
     deterministic per task, every rollout of a group ends alike and RL has no advantage to learn from.
 
+    With ``demonstrator`` (WebShop: a name of :data:`gaca_envs.webshop.baselines.POLICIES` other than
+    ``expert``, e.g. ``"reader"``) the demonstrations come from that page-only policy instead of the
+    env's privileged expert: it reads only the observation and the admissible actions, as the agent
+    does, and writes its own search queries; the env is then made without ``expert=True``.
+
     Raises:
-        ValueError: if ``demos_per_task`` is below 1.
+        ValueError: if ``demos_per_task`` is below 1, or ``demonstrator`` names no page-only policy.
     """
     if demos_per_task < 1:
         raise ValueError(f"demos_per_task must be at least 1, got {demos_per_task}")
+    if demonstrator is not None:
+        from gaca_envs.webshop.baselines import POLICIES
+
+        if demonstrator not in POLICIES or demonstrator == "expert":
+            names = ", ".join(n for n in POLICIES if n != "expert")
+            raise ValueError(f"demonstrator must be a page-only WebShop policy ({names}), got {demonstrator!r}")
     if prompts is None:
         system, template = template_for(env_id)
         prompts = PromptBuilder(system, template, history_length, max_env_steps)
-    env = gym.make(env_id, **{**env_kwargs, "expert": True})
-    demonstrator = _Demonstrator(prompts, random.Random(seed), fork_noise, step_noise, train_on_noise, invalid_noise,
-                                 searching)  # fmt: skip
+    env = gym.make(env_id, **{**env_kwargs, "expert": demonstrator is None})
+    player = _Demonstrator(prompts, random.Random(seed), fork_noise, step_noise, train_on_noise, invalid_noise,
+                           searching, demonstrator)  # fmt: skip
     pairs = []
     for task in task_ids:
         for _ in range(demos_per_task):
-            played = play(EnvList([env]), [task], demonstrator, max_env_steps, seed=seed)
+            played = play(EnvList([env]), [task], player, max_env_steps, seed=seed)
             pairs += [t.decision.data for t in played.transitions if t.decision.data is not None]
     env.close()
     return pairs
@@ -83,16 +95,23 @@ class _Demonstrator:
 
     def __init__(
         self, prompts: PromptBuilder, rng: random.Random, fork_noise: float, step_noise: float,
-        train_on_noise: bool, invalid_noise: float, searching: float,
+        train_on_noise: bool, invalid_noise: float, searching: float, policy: str | None = None,
     ) -> None:  # fmt: skip
         self.prompts, self.rng = prompts, rng
         self.fork_noise, self.step_noise, self.train_on_noise = fork_noise, step_noise, train_on_noise
         self.invalid_noise, self.searching = invalid_noise, searching
+        self.policy: Any = None
+        if policy is not None:
+            from gaca_envs.webshop.baselines import make_policy
+
+            self.policy = make_policy(policy)
         self.searcher: Any = None
         self.previous: list[str] = []  # the admissible actions one step ago
 
     def start(self, index: int, observation: str, info: dict[str, Any]) -> None:  # noqa: ARG002
         self.searcher, self.previous = None, []
+        if self.policy is not None:
+            self.policy.reset(info["task"], random.Random(self.rng.random()))
         if self.searching and self.rng.random() < self.searching:
             from gaca_envs.alfworld.baseline import SearchingAgent
 
@@ -109,7 +128,12 @@ class _Demonstrator:
             rejected = [history[-1][1]] if history[-1][1] not in now else sorted(set(self.previous) - now)
             if rejected:  # played, never demonstrated
                 action, keep = rng.choice(rejected), False
-        if action is None:
+        if action is None and self.policy is not None:  # a page-only policy, with random clicks as its noise
+            concrete = [a for a in info["admissible_actions"] if "<" not in a]  # not the search[<query>] placeholder
+            noise = bool(self.step_noise and concrete and rng.random() < self.step_noise)
+            action = rng.choice(concrete) if noise else self.policy.act(t.observation, info)
+            keep = self.train_on_noise or not noise
+        elif action is None:
             action = info.get("expert_action") or rng.choice(info["admissible_actions"])
             noise = False
             if info.get("fork") and rng.random() < self.fork_noise:

@@ -149,3 +149,37 @@ def test_the_reader_reads_before_it_buys_and_what_it_passes_wins(hard_config):
             passed += 1
             won_passed += info["won"]
     assert read_more > 0 and passed > 5 and won_passed >= 0.8 * passed, (read_more, passed, won_passed)
+
+
+def test_reward_score_pays_the_graded_score_and_success_only_a_win(hard_config):
+    # The same purchases under both modes: WebShop's rule-with-options baseline on the first goals,
+    # until it has bought a product that scores in (0, 1) and one that scores 1.0.
+    import random
+
+    from gaca_envs.webshop.baselines import RulePolicy
+
+    envs = {mode: gym.make("GACA-WebShop-v1", shop_config=hard_config, split="all", reward=mode)
+            for mode in ("success", "score")}  # fmt: skip
+    seen = set()
+    for goal in range(60):
+        ends = {}
+        for mode, env in envs.items():
+            policy = RulePolicy(options=True)
+            obs, info = env.reset(options={"task_id": goal})
+            policy.reset(info["task"], random.Random(goal))
+            rewards, done = [], False
+            while not done:
+                obs, reward, terminated, truncated, info = env.step(policy.act(obs, info))
+                rewards.append(reward)
+                done = terminated or truncated
+            ends[mode] = (rewards, info["score"], info["won"])
+        (success, score, won), (paid, score_again, _) = ends["success"], ends["score"]
+        assert score == score_again and sum(success[:-1]) == sum(paid[:-1]) == 0.0
+        assert success[-1] == (10.0 if won else 0.0)
+        assert paid[-1] == pytest.approx(10.0 * score)
+        seen.add("win" if won else "partial" if 0 < score < 1 else "zero")
+        if {"win", "partial"} <= seen:
+            break
+    assert {"win", "partial"} <= seen
+    with pytest.raises(ValueError, match=r"reward must be one of \('success', 'score'\), got 'money'"):
+        gym.make("GACA-WebShop-v1", shop_config=hard_config, reward="money")

@@ -73,3 +73,32 @@ def test_sft_full_loss_learns_the_prompt_text_and_completion_only_does_not(tmp_p
     # The same steps on the same data: only the full loss models the prompts (the room listing, its copy).
     assert nll["full"] < 0.6 * start
     assert nll["full"] < 0.6 * nll["completion"]
+
+
+def test_a_page_only_webshop_demonstrator_shows_its_own_actions_and_never_reads_the_expert(tmp_path):
+    import gymnasium as gym
+    import pytest
+
+    from gaca_envs.webshop.baselines import run_policy
+    from gaca_train.experiments.warm_start import expert_steps
+    from gaca_train.rollout.prompts import PromptBuilder, parse_response
+
+    env_kwargs = {"shop_config": {"n_products": 600, "cache_dir": str(tmp_path), "title_nouns": "fallback"},
+                  "split": "all"}  # fmt: skip
+    prompts = PromptBuilder.from_config({"env_id": "GACA-WebShop-v1", "history_length": 0, "max_env_steps": 15})
+    goals = ["fixed_0", "fixed_1", "fixed_2"]
+    pairs = expert_steps("GACA-WebShop-v1", env_kwargs, goals, 0, 15, seed=0, prompts=prompts,
+                         demonstrator="rule_options")  # fmt: skip
+    env = gym.make("GACA-WebShop-v1", **env_kwargs)
+    played = [a for e in run_policy(env, "rule_options", goals) for a in e.actions]
+    shown = [parse_response(response).action for _, response in pairs]
+    assert shown == played  # the policy's own queries (the instruction), not the expert's title search
+    expert = gym.make("GACA-WebShop-v1", **env_kwargs, expert=True)
+    assert shown[0] != expert.reset(options={"task_id": "fixed_0"})[1]["expert_action"]  # the expert searches titles
+    # With step noise, some demonstrations are random clicks among the page's concrete actions.
+    noisy = expert_steps("GACA-WebShop-v1", env_kwargs, goals, 0, 15, seed=0, prompts=prompts, step_noise=0.5,
+                         demonstrator="rule_options")  # fmt: skip
+    assert [parse_response(r).action for _, r in noisy] != played
+    assert all("<query>" not in r for _, r in noisy)
+    with pytest.raises(ValueError, match="demonstrator must be a page-only WebShop policy"):
+        expert_steps("GACA-WebShop-v1", env_kwargs, goals, 0, 15, seed=0, demonstrator="expert")
