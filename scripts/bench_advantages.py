@@ -22,8 +22,10 @@ import time
 
 import torch
 
-from gaca_train.estimators.advantages import ESTIMATORS, StepRows, compute_advantages
+from gaca_train.estimators.advantages import compute_advantages
+from gaca_train.estimators.options import ESTIMATORS
 from gaca_train.estimators.reference import reference_advantages
+from gaca_train.estimators.rows import StepRows
 from gaca_train.experiments.synthetic import synthetic_batch
 
 

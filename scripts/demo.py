@@ -15,7 +15,8 @@ import argparse
 
 import torch
 
-from gaca_train.estimators.advantages import ESTIMATORS, compute_advantages
+from gaca_train.estimators.advantages import compute_advantages
+from gaca_train.estimators.options import ESTIMATORS
 from gaca_train.experiments.synthetic import synthetic_batch
 
 

@@ -249,3 +249,28 @@ def test_gaca_envs_and_webshop_server_import_nothing_of_gaca_train():
     reached = {f"{m} -> {t}" for m, ts in graph.items() if not m.startswith("gaca_train") for t in ts
                if t.startswith("gaca_train")}  # fmt: skip
     assert reached == set()
+
+
+def _from_imports(module: str) -> list[tuple[str, str]]:
+    """(source module, name) of the module-level ``from gaca_train... import name`` statements of ``module``."""
+    path = ROOT / (module.replace(".", "/") + ".py")
+    if not path.is_file():
+        path = ROOT / module.replace(".", "/") / "__init__.py"
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [(node.module, alias.name) for node in _module_level_imports(tree)
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("gaca_train.")
+            for alias in node.names]  # fmt: skip
+
+
+def test_gaca_train_imports_each_name_from_the_module_that_defines_it_and_no_private_name_across_rooms():
+    modules = [m for m in import_graph() if room_of(m) is not None and not m.endswith("__init__")]
+    reexported, private = [], []
+    for module in sorted(modules):
+        for source, name in _from_imports(module):
+            if room_of(source) is None or source.count(".") < 2:  # a room's package: its lazy exports
+                continue
+            if any(name == again for _, again in _from_imports(source)):
+                reexported.append(f"{module}: {name} through {source}")
+            if name.startswith("_") and room_of(source) != room_of(module):
+                private.append(f"{module}: {source}.{name}")
+    assert reexported == [] and private == []

@@ -33,7 +33,8 @@ from typing import Any
 
 import gaca_envs  # noqa: F401  (registers the env ids)
 from gaca_envs.task_env import split_task_ids
-from gaca_train.estimators.advantages import EstimatorConfig, StepRows
+from gaca_train.estimators.options import EstimatorConfig
+from gaca_train.estimators.rows import StepRows
 from gaca_train.experiments.evaluate import resolve
 from gaca_train.oracle.metrics import run_oracle_pass
 from gaca_train.oracle.monte_carlo import OracleConfig

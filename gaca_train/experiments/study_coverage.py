@@ -22,7 +22,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from gaca_train.estimators.advantages import StepRows, compute_advantages
+from gaca_train.estimators.advantages import compute_advantages
+from gaca_train.estimators.rows import StepRows
 from gaca_train.rollout.branching import Branching, play_tree
 from gaca_train.rollout.episodes import Decision, EnvList, Turn, play
 

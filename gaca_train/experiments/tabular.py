@@ -24,7 +24,9 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from gaca_train.estimators.advantages import EstimatorConfig, StepRows, compute_advantages
+from gaca_train.estimators.advantages import compute_advantages
+from gaca_train.estimators.options import EstimatorConfig
+from gaca_train.estimators.rows import StepRows
 from gaca_train.oracle.exact import ExactValues
 from gaca_train.oracle.metrics import branch_point_rows, run_oracle_pass
 from gaca_train.oracle.monte_carlo import OracleConfig

@@ -39,7 +39,9 @@ from typing import Any
 
 import torch
 
-from gaca_train.estimators.advantages import ESTIMATORS, Advantages, EstimatorConfig, StepRows, compute_advantages
+from gaca_train.estimators.advantages import Advantages, compute_advantages
+from gaca_train.estimators.options import ESTIMATORS, EstimatorConfig
+from gaca_train.estimators.rows import StepRows
 from gaca_train.oracle.monte_carlo import OracleConfig, OracleEstimates, OracleTarget, estimate_advantages, pick_rows
 
 __all__ = [

@@ -10,7 +10,7 @@ from typing import Any
 
 from trl import GRPOConfig
 
-from gaca_train.estimators.advantages import ESTIMATORS, EstimatorConfig
+from gaca_train.estimators.options import ESTIMATORS, EstimatorConfig
 from gaca_train.oracle.monte_carlo import OracleConfig
 from gaca_train.rollout.branching import Branching
 from gaca_train.rollout.prompts import ACTION_LIST_STYLES

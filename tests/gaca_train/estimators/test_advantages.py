@@ -10,9 +10,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gaca_train.estimators.advantages import (
-    ESTIMATORS,
-    EstimatorConfig,
-    StepRows,
     compute_advantages,
     discounted_returns,
     gaca_advantages,
@@ -20,7 +17,9 @@ from gaca_train.estimators.advantages import (
     grpo_advantages,
     reweight_advantages,
 )
+from gaca_train.estimators.options import ESTIMATORS, EstimatorConfig
 from gaca_train.estimators.reference import reference_advantages
+from gaca_train.estimators.rows import StepRows
 from tests.gaca_train.batches import step_batches, two_trajectory_batch
 
 HYPOTHESIS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

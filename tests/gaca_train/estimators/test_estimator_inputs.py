@@ -6,15 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from gaca_train.estimators.advantages import (
-    ESTIMATORS,
-    EstimatorConfig,
-    StepRows,
-    compute_advantages,
-    discounted_returns,
-    grpo_advantages,
-)
+from gaca_train.estimators.advantages import compute_advantages, discounted_returns, grpo_advantages
+from gaca_train.estimators.options import ESTIMATORS, EstimatorConfig
 from gaca_train.estimators.reference import reference_advantages
+from gaca_train.estimators.rows import StepRows
 from tests.gaca_train.batches import two_trajectory_batch
 
 

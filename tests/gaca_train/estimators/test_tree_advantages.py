@@ -7,15 +7,10 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gaca_train.estimators.advantages import (
-    ESTIMATORS,
-    StepRows,
-    _episode_and_step_parts,
-    _tree_parts,
-    compute_advantages,
-)
-from gaca_train.estimators.options import EstimatorConfig
+from gaca_train.estimators.advantages import _episode_and_step_parts, _tree_parts, compute_advantages
+from gaca_train.estimators.options import ESTIMATORS, EstimatorConfig
 from gaca_train.estimators.reference import reference_advantages
+from gaca_train.estimators.rows import StepRows
 from gaca_train.estimators.tree import TrajectoryTree
 from tests.gaca_train.batches import step_batches, tree_batches
 from tests.gaca_train.estimators.test_advantages import option_sets

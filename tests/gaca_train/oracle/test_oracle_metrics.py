@@ -15,7 +15,8 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gaca_train.estimators.advantages import EstimatorConfig, compute_advantages
+from gaca_train.estimators.advantages import compute_advantages
+from gaca_train.estimators.options import EstimatorConfig
 from gaca_train.estimators.rows import StepRows
 from gaca_train.oracle.metrics import alignment, mixture_decomposition, oracle_rows, quality, summary_metrics
 from tests.gaca_train.batches import step_batches

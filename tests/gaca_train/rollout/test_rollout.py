@@ -4,7 +4,7 @@ import pytest
 import torch
 from transformers import GenerationConfig
 
-from gaca_train.estimators.advantages import anchor_ids
+from gaca_train.estimators.rows import anchor_ids
 from gaca_train.rollout.policy import generate_with_logprobs, run_rollout
 from gaca_train.rollout.prompts import PromptBuilder, parse_response, template_for
 from gaca_train.rollout.vector import RolloutPool

@@ -4,7 +4,7 @@ import dataclasses
 
 import pytest
 
-from gaca_train.estimators.advantages import ESTIMATORS, EstimatorConfig
+from gaca_train.estimators.options import ESTIMATORS, EstimatorConfig
 from gaca_train.training.config import ESTIMATOR_FIELDS, GACAConfig
 from tests.gaca_train.tiny_setup import tiny_config
 
