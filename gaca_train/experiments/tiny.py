@@ -29,6 +29,12 @@ CHAT_TEMPLATE = (
 _WORD = r"</?(?:think|action)>|<\|im_(?:start|end)\|>|[A-Za-z0-9]+|[^\sA-Za-z0-9]"
 
 
+def _ranked_vocab(counts: dict[str, int], first: tuple[str, ...], max_vocab: int | None) -> dict[str, int]:
+    """Token ids: ``first``, then the ``max_vocab`` most frequent words of ``counts`` (ties by spelling), sorted."""
+    words = sorted(counts, key=lambda w: (-counts[w], w))[:max_vocab]
+    return {tok: i for i, tok in enumerate((*first, *sorted(words)))}
+
+
 def build_tokenizer(corpus: Iterable[str], *, max_vocab: int | None = None) -> PreTrainedTokenizerFast:
     """Builds a word-level tokenizer whose vocabulary is the words of ``corpus``.
 
@@ -48,8 +54,7 @@ def build_tokenizer(corpus: Iterable[str], *, max_vocab: int | None = None) -> P
         counts.pop(tag, None)
     for role in ("system", "user", "assistant"):  # the chat template's role names
         counts.setdefault(role, 1)
-    words = sorted(counts, key=lambda w: (-counts[w], w))[:max_vocab]
-    vocab = {tok: i for i, tok in enumerate((*SPECIAL_TOKENS, *TAG_TOKENS, *sorted(words)))}
+    vocab = _ranked_vocab(counts, (*SPECIAL_TOKENS, *TAG_TOKENS), max_vocab)
     tokenizer = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
         [pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Split(Regex(_WORD), behavior="isolated")]
@@ -88,8 +93,7 @@ def build_spaced_tokenizer(corpus: Iterable[str], *, max_vocab: int | None = Non
         counts.pop(tag, None)
     for word in ("system ", "user ", "assistant ", " "):  # the chat template's roles and line breaks
         counts.setdefault(word, 1)
-    words = sorted(counts, key=lambda w: (-counts[w], w))[:max_vocab]
-    vocab = {tok: i for i, tok in enumerate((*SPECIAL_TOKENS, *sorted(words)))}
+    vocab = _ranked_vocab(counts, SPECIAL_TOKENS, max_vocab)
     tokenizer = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     tokenizer.normalizer = normalizers.Sequence([normalizers.Replace(Regex(r"\s+"), " "), normalizers.Lowercase()])
     tokenizer.pre_tokenizer = reader
